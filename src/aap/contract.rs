@@ -1,0 +1,452 @@
+//! The shared AAP contract: every tools/call, whatever the binding or
+//! backend, passes through [`Contract::execute`]: argument validation,
+//! consent, quota, idempotency, the backend call and result validation.
+
+use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
+use super::schemas::SchemaSet;
+use super::skill::Skill;
+use crate::state::{Begin, Bucket, SharedState, Take};
+use crate::upstream::{Backend, BackendError, SkillCall};
+use crate::util::{canonical_json, parse_rfc3339, sha256_hex};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Tolerated clock skew for `consent.granted_at` in the future.
+const CONSENT_SKEW: time::Duration = time::Duration::minutes(5);
+/// How long a duplicate waits for a concurrent original to finish.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone)]
+pub struct ContractConfig {
+    pub tenant: String,
+    pub idempotency_ttl: Duration,
+    /// Skill-level quotas, e.g. leads per caller per hour.
+    pub quotas: Vec<(Skill, Bucket)>,
+}
+
+/// What a tools/call produced.
+#[derive(Debug, Clone)]
+pub struct ToolOutcome {
+    pub payload: Value,
+    pub is_error: bool,
+    /// For logs/metrics: `ok`, an AAP error code, `replay`.
+    pub outcome: String,
+}
+
+impl ToolOutcome {
+    fn from_payload(payload: Value) -> Self {
+        let is_error = is_aap_error(&payload);
+        let outcome = if is_error {
+            payload
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("INTERNAL_ERROR")
+                .to_owned()
+        } else {
+            "ok".to_owned()
+        };
+        ToolOutcome {
+            payload,
+            is_error,
+            outcome,
+        }
+    }
+    fn error(code: ErrorCode, message: &str, details: Option<Value>) -> Self {
+        Self::from_payload(aap_error(code, message, details))
+    }
+}
+
+/// A backend fault the MCP layer reports as a protocol error (502/504).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamFault {
+    Unavailable,
+    Timeout,
+}
+
+#[derive(Debug)]
+pub struct Contract {
+    pub cfg: ContractConfig,
+    pub schemas: Arc<SchemaSet>,
+    pub backend: Arc<dyn Backend>,
+    pub state: Arc<dyn SharedState>,
+}
+
+impl Contract {
+    pub async fn execute(
+        &self,
+        skill: Skill,
+        arguments: Option<&Value>,
+        caller: &str,
+    ) -> Result<ToolOutcome, UpstreamFault> {
+        let empty = json!({});
+        let args = arguments.unwrap_or(&empty);
+        if let Some(rejection) = self.check_arguments(skill, args) {
+            return Ok(rejection);
+        }
+        if skill == Skill::LeadSubmit {
+            return self.submit_lead(args, caller).await;
+        }
+        if let Some(limited) = self.check_quota(skill, caller).await {
+            return Ok(limited);
+        }
+        self.call_backend(skill, args, caller, None).await
+    }
+
+    /// Schema and consent checks; `Some` is the typed rejection.
+    pub fn check_arguments(&self, skill: Skill, args: &Value) -> Option<ToolOutcome> {
+        if !args.is_object() {
+            return Some(ToolOutcome::error(
+                ErrorCode::SchemaValidationFailed,
+                "Tool arguments must be a JSON object (the typed AAP request).",
+                Some(
+                    json!({"errors": [field_error("", "type", "arguments are not an object",
+                    &format!("send an object with \"type\": \"{}\"", skill.request_type()))]}),
+                ),
+            ));
+        }
+        match args.get("type") {
+            Some(t) if t != skill.request_type() => {
+                return Some(ToolOutcome::error(
+                    ErrorCode::SchemaValidationFailed,
+                    &format!(
+                        "{} takes requests of type {}.",
+                        skill.tool_name(),
+                        skill.request_type()
+                    ),
+                    Some(
+                        json!({"errors": [field_error("/type", "const", "payload type does not match the tool",
+                        &format!("set \"type\" to \"{}\"", skill.request_type()))]}),
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        if skill == Skill::LeadSubmit && args.get("consent").is_none() {
+            return Some(ToolOutcome::error(
+                ErrorCode::ContactConsentRequired,
+                "A lead needs the buyer's explicit contact consent; no lead was sent.",
+                Some(
+                    json!({"errors": [field_error("/consent", "required", "missing contact consent",
+                    "ask the buyer for consent and add consent {granted_at, allowed_channels, consent_text, scope: [\"lead_submission\"]}")]}),
+                ),
+            ));
+        }
+        if let Err(errors) = self.schemas.validate_request(skill, args) {
+            let (code, message) = classify(&errors);
+            return Some(ToolOutcome::error(
+                code,
+                message,
+                Some(json!({ "errors": errors })),
+            ));
+        }
+        if skill == Skill::LeadSubmit {
+            return check_consent(args);
+        }
+        None
+    }
+
+    async fn check_quota(&self, skill: Skill, caller: &str) -> Option<ToolOutcome> {
+        let (_, bucket) = self.cfg.quotas.iter().find(|(s, _)| *s == skill)?;
+        let key = format!("quota:{}:{}:{}", self.cfg.tenant, skill.id(), caller);
+        match self.state.take(&key, *bucket).await {
+            Ok(Take::Allowed) => None,
+            Ok(Take::Limited { retry_after_ms }) => Some(ToolOutcome::error(
+                ErrorCode::RateLimited,
+                &format!(
+                    "The {} quota for this caller is used up; retry later.",
+                    skill.id()
+                ),
+                Some(
+                    json!({"retry_after_ms": retry_after_ms, "limit": bucket.capacity, "window_seconds": bucket.per.as_secs()}),
+                ),
+            )),
+            // Quota state unavailable: fail open for reads, closed for writes.
+            Err(e) => {
+                tracing::warn!(error = %e, "quota state unavailable");
+                (!skill.is_read()).then(|| {
+                    ToolOutcome::error(
+                        ErrorCode::InternalError,
+                        "The quota service is unavailable; retry shortly.",
+                        None,
+                    )
+                })
+            }
+        }
+    }
+
+    async fn submit_lead(&self, args: &Value, caller: &str) -> Result<ToolOutcome, UpstreamFault> {
+        let key = args
+            .get("idempotency_key")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let record =
+            sha256_hex(format!("idem\0{}\0{}\0{}", self.cfg.tenant, caller, key).as_bytes());
+        let fingerprint = sha256_hex(canonical_json(args).as_bytes());
+        let ttl = self.cfg.idempotency_ttl;
+        let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
+        loop {
+            let begin = match self.state.idem_begin(&record, &fingerprint, ttl).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(error = %e, "idempotency store unavailable; lead refused");
+                    return Ok(ToolOutcome::error(ErrorCode::InternalError,
+                        "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.", None));
+                }
+            };
+            match begin {
+                Begin::Replay(result) => {
+                    let mut out = ToolOutcome::from_payload(result);
+                    if !out.is_error {
+                        out.outcome = "replay".into();
+                    }
+                    return Ok(out);
+                }
+                Begin::Conflict => {
+                    return Ok(ToolOutcome::error(
+                        ErrorCode::IdempotencyConflict,
+                        "This idempotency_key was already used with a different lead; use a new key for a new lead.",
+                        Some(json!({"errors": [field_error("/idempotency_key", "idempotency", "key reused with a different payload",
+                            "generate a new idempotency_key for a different lead, or resend the original payload unchanged")]})),
+                    ))
+                }
+                Begin::InFlight => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Ok(ToolOutcome::error(
+                            ErrorCode::OutcomeUnknown,
+                            "An earlier attempt with this idempotency_key has not finished; its outcome is unknown. Retry later with the same key.",
+                            Some(json!({"retry_after_ms": 5000})),
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                Begin::Interrupted if !self.backend.dedupes_leads() => {
+                    return Ok(ToolOutcome::error(
+                        ErrorCode::OutcomeUnknown,
+                        "An earlier attempt with this idempotency_key was interrupted and may have reached the dealer; it will not be sent again automatically.",
+                        Some(json!({"correction": "contact the dealership to confirm the lead; do not resend it with a new idempotency_key"})),
+                    ))
+                }
+                Begin::Claimed | Begin::Interrupted => break,
+            }
+        }
+        if let Some(limited) = self.check_quota(Skill::LeadSubmit, caller).await {
+            self.abandon(&record).await;
+            return Ok(limited);
+        }
+        let result = self
+            .call_backend(Skill::LeadSubmit, args, caller, Some(&record))
+            .await;
+        match &result {
+            Ok(out)
+                if !out.is_error
+                    || !out
+                        .payload
+                        .get("retryable")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false) =>
+            {
+                if let Err(e) = self
+                    .state
+                    .idem_complete(&record, &fingerprint, &out.payload, ttl)
+                    .await
+                {
+                    tracing::error!(error = %e, "idempotency completion not recorded");
+                }
+            }
+            // Retryable answers and certain non-delivery free the key.
+            Ok(_) | Err(UpstreamFault::Unavailable) => self.abandon(&record).await,
+            // A timeout leaves the claim in place: the lead may have arrived.
+            Err(UpstreamFault::Timeout) => {}
+        }
+        result
+    }
+
+    async fn abandon(&self, record: &str) {
+        if let Err(e) = self.state.idem_abandon(record).await {
+            tracing::error!(error = %e, "idempotency release not recorded");
+        }
+    }
+
+    async fn call_backend(
+        &self,
+        skill: Skill,
+        args: &Value,
+        caller: &str,
+        idem: Option<&str>,
+    ) -> Result<ToolOutcome, UpstreamFault> {
+        let call = SkillCall {
+            tenant: &self.cfg.tenant,
+            skill,
+            request: args,
+            caller,
+            idempotency_ref: idem,
+        };
+        let payload = match self.backend.call(call).await {
+            Ok(p) => p,
+            Err(BackendError::Unavailable(why)) => {
+                tracing::warn!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend unavailable");
+                return Err(UpstreamFault::Unavailable);
+            }
+            Err(BackendError::Timeout(why)) => {
+                tracing::warn!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend timeout");
+                return Err(UpstreamFault::Timeout);
+            }
+            Err(BackendError::InvalidResponse(why)) => {
+                tracing::error!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend answered garbage");
+                return Ok(upstream_invalid(skill));
+            }
+        };
+        if let Err(errors) = self.schemas.validate_result(skill, &payload) {
+            // Log the locations only: the payload may hold customer data.
+            let paths: Vec<&str> = errors
+                .iter()
+                .filter_map(|e| e.get("path").and_then(Value::as_str))
+                .take(10)
+                .collect();
+            tracing::error!(
+                backend = self.backend.kind(),
+                skill = skill.id(),
+                ?paths,
+                "backend result failed its schema"
+            );
+            return Ok(upstream_invalid(skill));
+        }
+        Ok(ToolOutcome::from_payload(payload))
+    }
+}
+
+fn upstream_invalid(skill: Skill) -> ToolOutcome {
+    ToolOutcome::error(
+        ErrorCode::UpstreamInvalidResponse,
+        &format!("The dealer system returned an answer that does not match the {} contract; it was withheld.", skill.response_type()),
+        None,
+    )
+}
+
+/// Pick the most specific code for a set of schema violations.
+fn classify(errors: &[Value]) -> (ErrorCode, &'static str) {
+    let path = |e: &Value| {
+        e.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let keyword = |e: &Value| {
+        e.get("keyword")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let all = |f: &dyn Fn(&Value) -> bool| !errors.is_empty() && errors.iter().all(f);
+    if all(&|e| path(e).starts_with("/consent")) {
+        (
+            ErrorCode::InvalidConsent,
+            "The consent record is malformed; no lead was sent.",
+        )
+    } else if all(&|e| path(e) == "/filters" && keyword(e) == "additionalProperties") {
+        (
+            ErrorCode::UnsupportedFilter,
+            "The search uses filters this dealer does not support.",
+        )
+    } else if all(&|e| path(e).ends_with("/condition")) {
+        (
+            ErrorCode::InvalidCondition,
+            "A vehicle condition uses the wrong vocabulary.",
+        )
+    } else if all(&|e| keyword(e) == "required") {
+        (
+            ErrorCode::MissingRequiredField,
+            "A required field is missing.",
+        )
+    } else {
+        (
+            ErrorCode::SchemaValidationFailed,
+            "The arguments do not match the tool's inputSchema.",
+        )
+    }
+}
+
+/// Consent rules beyond the schema: timing and channels.
+fn check_consent(args: &Value) -> Option<ToolOutcome> {
+    let consent = args.get("consent")?;
+    let now = time::OffsetDateTime::now_utc();
+    let invalid = |path: &str, error: &str, correction: &str| {
+        Some(ToolOutcome::error(
+            ErrorCode::InvalidConsent,
+            "The consent record cannot be used; no lead was sent.",
+            Some(json!({"errors": [field_error(path, "consent", error, correction)]})),
+        ))
+    };
+    match consent
+        .get("granted_at")
+        .and_then(Value::as_str)
+        .and_then(parse_rfc3339)
+    {
+        Some(t) if t > now + CONSENT_SKEW => {
+            return invalid(
+                "/consent/granted_at",
+                "consent is dated in the future",
+                "use the time the buyer actually agreed, with a timezone offset",
+            );
+        }
+        None => {
+            return invalid(
+                "/consent/granted_at",
+                "not an RFC 3339 date-time",
+                "send e.g. 2026-04-30T11:05:00Z",
+            )
+        }
+        _ => {}
+    }
+    if let Some(exp) = consent.get("expires_at").and_then(Value::as_str) {
+        match parse_rfc3339(exp) {
+            Some(t) if t <= now => {
+                return invalid(
+                    "/consent/expires_at",
+                    "consent has expired",
+                    "ask the buyer to consent again and send the new grant",
+                );
+            }
+            None => {
+                return invalid(
+                    "/consent/expires_at",
+                    "not an RFC 3339 date-time",
+                    "send e.g. 2027-04-30T11:05:00Z",
+                )
+            }
+            _ => {}
+        }
+    }
+    let allowed: Vec<&str> = consent
+        .get("allowed_channels")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let customer = args.get("customer");
+    let has = |k: &str| customer.and_then(|c| c.get(k)).is_some();
+    let channel_ok = |ch: &str| match ch {
+        "email" => has("email") && allowed.contains(&"email"),
+        "phone" => has("phone") && allowed.contains(&"phone"),
+        "sms" => has("phone") && allowed.contains(&"sms"),
+        _ => false,
+    };
+    let preferred = customer
+        .and_then(|c| c.get("preferred_contact"))
+        .and_then(Value::as_str);
+    let usable = match preferred {
+        Some("any") | None => ["email", "phone", "sms"].iter().any(|c| channel_ok(c)),
+        Some(p) => channel_ok(p),
+    };
+    if !usable {
+        return Some(ToolOutcome::error(
+            ErrorCode::ContactConsentRequired,
+            "The buyer has not allowed contact through the channel this lead would need; no lead was sent.",
+            Some(json!({"errors": [field_error("/consent/allowed_channels", "consent",
+                "no allowed channel matches the customer's contact details and preferred_contact",
+                "include the preferred channel in allowed_channels (with the matching customer email or phone), or change preferred_contact to a channel the buyer allowed")]})),
+        ));
+    }
+    None
+}

@@ -1,0 +1,8 @@
+//! The AAP contract shared by every binding and backend.
+
+pub mod catalog;
+pub mod contract;
+pub mod cursor;
+pub mod error;
+pub mod schemas;
+pub mod skill;

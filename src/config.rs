@@ -1,0 +1,365 @@
+//! `gateway.toml`: parsing, defaults and validation.
+//!
+//! Every problem is reported as `<file>: <key>: <problem>` so an operator can
+//! go straight to the line.
+
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub state: StateConfig,
+    #[serde(default)]
+    pub schemas: SchemasConfig,
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    /// Directory of the config file; relative paths resolve against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub admin_listen: String,
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    #[serde(default = "default_server_name")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    pub max_body_bytes: usize,
+    pub max_json_depth: usize,
+    pub body_read_timeout_ms: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_body_bytes: 65_536,
+            max_json_depth: 32,
+            body_read_timeout_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    pub dir: PathBuf,
+    pub idempotency_ttl_hours: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: PathBuf::from("var"),
+            idempotency_ttl_hours: 24,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchemasConfig {
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub id: String,
+    pub path: String,
+    #[serde(default = "all_skills")]
+    pub skills: Vec<String>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub legacy_sessions: bool,
+    #[serde(default = "default_session_idle")]
+    pub session_idle_secs: u64,
+    #[serde(default = "default_page_size")]
+    pub tools_page_size: usize,
+    #[serde(default)]
+    pub host_compat: bool,
+    #[serde(default = "default_list_ttl")]
+    pub list_ttl_ms: u64,
+    #[serde(default)]
+    pub instructions: Option<String>,
+    pub backend: BackendConfig,
+    #[serde(default)]
+    pub quotas: QuotaConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackendConfig {
+    Embedded(EmbeddedBackendConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedBackendConfig {
+    pub inventory: PathBuf,
+    pub dealer: PathBuf,
+    /// Default: `<state.dir>/<tenant id>/leads.jsonl`.
+    #[serde(default)]
+    pub leads_file: Option<PathBuf>,
+    #[serde(default = "default_limit")]
+    pub default_limit: usize,
+    #[serde(default = "max_limit")]
+    pub max_limit: usize,
+    #[serde(default = "cursor_ttl")]
+    pub cursor_ttl_secs: u64,
+    /// Signing key for cursors; set it when several instances serve one tenant.
+    #[serde(default)]
+    pub cursor_secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuotaConfig {
+    /// Leads one caller may submit per hour (0 disables the quota).
+    pub lead_submit_per_hour: u64,
+}
+
+impl Default for QuotaConfig {
+    fn default() -> Self {
+        QuotaConfig {
+            lead_submit_per_hour: 30,
+        }
+    }
+}
+
+fn default_threads() -> usize {
+    2
+}
+fn default_server_name() -> String {
+    "aap-gateway".into()
+}
+fn all_skills() -> Vec<String> {
+    crate::aap::skill::Skill::ALL
+        .iter()
+        .map(|s| s.id().to_string())
+        .collect()
+}
+fn default_session_idle() -> u64 {
+    1800
+}
+fn default_page_size() -> usize {
+    50
+}
+fn default_list_ttl() -> u64 {
+    300_000
+}
+fn default_limit() -> usize {
+    20
+}
+fn max_limit() -> usize {
+    100
+}
+fn cursor_ttl() -> u64 {
+    900
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("config error in {file}: {problem}")]
+pub struct ConfigError {
+    pub file: String,
+    pub problem: String,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            problem: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
+            file: file.clone(),
+            problem: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.source = path.to_path_buf();
+        cfg.base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
+        cfg.validate()
+            .map_err(|problem| ConfigError { file, problem })?;
+        Ok(cfg)
+    }
+
+    /// Resolve a path from the config against the config's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.resolve(&self.state.dir)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        check_addr("server.listen", &self.server.listen)?;
+        check_addr("server.admin_listen", &self.server.admin_listen)?;
+        if self.server.threads == 0 || self.server.threads > 256 {
+            return Err("server.threads: must be between 1 and 256".into());
+        }
+        let l = &self.limits;
+        if l.max_body_bytes == 0 || l.max_body_bytes > 16 * 1024 * 1024 {
+            return Err("limits.max_body_bytes: must be between 1 and 16777216".into());
+        }
+        if !(2..=256).contains(&l.max_json_depth) {
+            return Err("limits.max_json_depth: must be between 2 and 256".into());
+        }
+        if l.body_read_timeout_ms == 0 {
+            return Err("limits.body_read_timeout_ms: must be positive".into());
+        }
+        if self.state.idempotency_ttl_hours < 24 {
+            return Err("state.idempotency_ttl_hours: must be at least 24 (AAP requires leads be deduplicated for at least 24 hours)".into());
+        }
+        if self.tenants.is_empty() {
+            return Err("tenants: at least one [[tenants]] entry is required".into());
+        }
+        let mut ids = HashSet::new();
+        let mut paths = HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let at = |k: &str| format!("tenants[{i}].{k}");
+            if t.id.is_empty()
+                || !t
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                return Err(format!(
+                    "{}: must be non-empty lowercase letters, digits and '-'",
+                    at("id")
+                ));
+            }
+            if !ids.insert(t.id.clone()) {
+                return Err(format!("{}: duplicate tenant id {:?}", at("id"), t.id));
+            }
+            if !t.path.starts_with('/') || t.path.contains(['?', '#', ' ']) || t.path.ends_with('/')
+            {
+                return Err(format!("{}: must be an absolute path like /aap/3.0.0/<tenant>/mcp, without query or trailing slash", at("path")));
+            }
+            if !paths.insert(t.path.clone()) {
+                return Err(format!(
+                    "{}: path {:?} is mounted twice",
+                    at("path"),
+                    t.path
+                ));
+            }
+            if t.skills.is_empty() {
+                return Err(format!("{}: list at least one skill", at("skills")));
+            }
+            for s in &t.skills {
+                if crate::aap::skill::Skill::from_id(s).is_none() {
+                    return Err(format!("{}: unknown skill {s:?} (known: dealer.information, inventory.facets, inventory.search, inventory.vehicle, lead.submit)", at("skills")));
+                }
+            }
+            for o in &t.allowed_origins {
+                if !is_origin(o) {
+                    return Err(format!(
+                        "{}: {o:?} is not an origin (scheme://host[:port], no path)",
+                        at("allowed_origins")
+                    ));
+                }
+            }
+            if t.tools_page_size == 0 {
+                return Err(format!("{}: must be at least 1", at("tools_page_size")));
+            }
+            if t.session_idle_secs == 0 {
+                return Err(format!("{}: must be positive", at("session_idle_secs")));
+            }
+            match &t.backend {
+                BackendConfig::Embedded(e) => {
+                    if e.default_limit == 0 || e.max_limit == 0 || e.default_limit > e.max_limit {
+                        return Err(format!(
+                            "{}: need 1 <= default_limit <= max_limit",
+                            at("backend")
+                        ));
+                    }
+                    if e.max_limit > 1000 {
+                        return Err(format!("{}: at most 1000", at("backend.max_limit")));
+                    }
+                    if e.cursor_ttl_secs == 0 {
+                        return Err(format!(
+                            "{}: must be positive",
+                            at("backend.cursor_ttl_secs")
+                        ));
+                    }
+                    for (k, p) in [("inventory", &e.inventory), ("dealer", &e.dealer)] {
+                        let full = self.resolve(p);
+                        if !full.is_file() {
+                            return Err(format!(
+                                "{}: file {} does not exist",
+                                at(&format!("backend.{k}")),
+                                full.display()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_addr(key: &str, v: &str) -> Result<(), String> {
+    v.parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| format!("{key}: {v:?} is not an address like 127.0.0.1:8080"))
+}
+
+fn is_origin(o: &str) -> bool {
+    let Some((scheme, rest)) = o.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/nonexistent/gw.toml"))
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let e = parse("[server]\nlisten = \"nope\"\nadmin_listen = \"127.0.0.1:1\"\n").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("/nonexistent/gw.toml") && text.contains("server.listen"),
+            "{text}"
+        );
+        let e =
+            parse("[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\ntypo = 1\n")
+                .unwrap_err();
+        assert!(e.to_string().contains("typo"), "{e}");
+    }
+}

@@ -1,0 +1,97 @@
+//! Transport-neutral request and response types.
+//!
+//! The protocol core works on these; only `proxy.rs` knows about Pingora.
+
+use bytes::Bytes;
+use std::net::IpAddr;
+
+/// An HTTP request as the core sees it: header names lowercased, values raw.
+#[derive(Debug, Clone, Default)]
+pub struct HttpRequest {
+    pub method: String,
+    /// Path without the query string.
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Bytes,
+    pub peer_ip: Option<IpAddr>,
+}
+
+impl HttpRequest {
+    /// All values of a header (name matched case-insensitively).
+    pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The single value of a header as UTF-8, if present exactly once and valid.
+    pub fn header_str<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        let mut it = self.header_all(name);
+        let first = it.next()?;
+        if it.next().is_some() {
+            return None;
+        }
+        std::str::from_utf8(first).ok()
+    }
+
+    pub fn header_count<'a>(&'a self, name: &'a str) -> usize {
+        self.header_all(name).count()
+    }
+}
+
+/// An HTTP response produced by the core.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl HttpResponse {
+    pub fn new(status: u16) -> Self {
+        HttpResponse {
+            status,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        let body = serde_json::to_vec(value).unwrap_or_default();
+        HttpResponse {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Bytes::from(body),
+        }
+    }
+
+    /// A single-event `text/event-stream` response carrying one JSON-RPC message.
+    pub fn sse(status: u16, value: &serde_json::Value) -> Self {
+        let mut body = String::from("event: message\ndata: ");
+        body.push_str(&serde_json::to_string(value).unwrap_or_default());
+        body.push_str("\n\n");
+        HttpResponse {
+            status,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+                ("x-accel-buffering".into(), "no".into()),
+            ],
+            body: Bytes::from(body),
+        }
+    }
+
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.into()));
+        self
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}

@@ -1,0 +1,16 @@
+//! aap-gateway: an AAP 3.0 MCP compatibility gateway on Pingora.
+//!
+//! Layout: `mcp` (JSON-RPC, headers, revisions, the endpoint), `aap`
+//! (skills, schemas, catalog, the shared contract), `upstream` (backends),
+//! `state` (idempotency and limits), `config`, `gateway` (runtime and
+//! routing) and `proxy` (the only module that knows Pingora).
+
+pub mod aap;
+pub mod config;
+pub mod gateway;
+pub mod http;
+pub mod mcp;
+pub mod proxy;
+pub mod state;
+pub mod upstream;
+pub mod util;

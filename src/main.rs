@@ -1,0 +1,187 @@
+use aap_gateway::config::Config;
+use aap_gateway::gateway::{Gateway, Runtime};
+use aap_gateway::proxy::{Admin, Ingress};
+use clap::{Parser, Subcommand};
+use pingora::prelude::*;
+use pingora::server::configuration::ServerConf;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// AAP 3.0 MCP compatibility gateway.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file.
+    #[arg(long, short = 'c', default_value = "gateway.toml", global = true)]
+    config: PathBuf,
+    /// Override server.listen (e.g. 127.0.0.1:0 is not allowed; pick a port).
+    #[arg(long, global = true)]
+    listen: Option<String>,
+    /// Override server.admin_listen.
+    #[arg(long, global = true)]
+    admin_listen: Option<String>,
+    /// Override state.dir (idempotency records and embedded leads).
+    #[arg(long, global = true)]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway (the default).
+    Run,
+    /// Validate the configuration (and everything it loads) and exit.
+    Check,
+    /// Print each tenant's generated MCP tool catalog as JSON.
+    Catalog {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+}
+
+fn load(cli: &Cli) -> Result<Config, String> {
+    let mut cfg = Config::load(&cli.config).map_err(|e| e.to_string())?;
+    let file = cli.config.display().to_string();
+    let bad_addr = |flag: &str, v: &str| {
+        format!("config error in {file}: {flag}: {v:?} is not an address like 127.0.0.1:8080")
+    };
+    if let Some(l) = &cli.listen {
+        l.parse::<std::net::SocketAddr>()
+            .map_err(|_| bad_addr("--listen", l))?;
+        cfg.server.listen = l.clone();
+    }
+    if let Some(a) = &cli.admin_listen {
+        a.parse::<std::net::SocketAddr>()
+            .map_err(|_| bad_addr("--admin-listen", a))?;
+        cfg.server.admin_listen = a.clone();
+    }
+    if let Some(d) = &cli.state_dir {
+        cfg.state.dir = std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or_else(|_| d.clone());
+    }
+    Ok(cfg)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AAP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cfg = match load(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aap-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match &cli.command {
+        Some(Command::Check) => match Runtime::build(cfg, 0) {
+            Ok(rt) => {
+                println!(
+                    "{}: ok ({} tenant(s))",
+                    cli.config.display(),
+                    rt.endpoints.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("aap-gateway: config error in {}: {e}", cli.config.display());
+                ExitCode::from(2)
+            }
+        },
+        Some(Command::Catalog { tenant }) => match Runtime::build(cfg, 0) {
+            Ok(rt) => {
+                let mut out = serde_json::Map::new();
+                let mut eps: Vec<_> = rt.endpoints.values().collect();
+                eps.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+                for ep in eps {
+                    if tenant.as_ref().is_some_and(|t| t != &ep.tenant) {
+                        continue;
+                    }
+                    out.insert(
+                        ep.tenant.clone(),
+                        serde_json::json!({ "path": ep.path, "tools": ep.tools }),
+                    );
+                }
+                if out.is_empty() {
+                    eprintln!(
+                        "aap-gateway: no tenant {:?} in {}",
+                        tenant.as_deref().unwrap_or(""),
+                        cli.config.display()
+                    );
+                    return ExitCode::from(2);
+                }
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::Value::Object(out))
+                        .unwrap_or_default()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("aap-gateway: config error in {}: {e}", cli.config.display());
+                ExitCode::from(2)
+            }
+        },
+        None | Some(Command::Run) => run(cfg, &cli.config),
+    }
+}
+
+fn run(cfg: Config, path: &std::path::Path) -> ExitCode {
+    init_logging();
+    let listen = cfg.server.listen.clone();
+    let admin_listen = cfg.server.admin_listen.clone();
+    let threads = cfg.server.threads;
+    let state_dir = cfg.state_dir();
+    let runtime = match Runtime::build(cfg, 1) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("aap-gateway: config error in {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let gateway = Arc::new(Gateway::new(runtime));
+    let conf = ServerConf {
+        threads,
+        pid_file: state_dir.join("aap-gateway.pid").display().to_string(),
+        upgrade_sock: state_dir
+            .join("aap-gateway-upgrade.sock")
+            .display()
+            .to_string(),
+        grace_period_seconds: Some(5),
+        graceful_shutdown_timeout_seconds: Some(10),
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let mut ingress = http_proxy_service(
+        &server.configuration,
+        Ingress {
+            gateway: gateway.clone(),
+        },
+    );
+    ingress.add_tcp(&listen);
+    let mut admin = http_proxy_service(
+        &server.configuration,
+        Admin {
+            gateway: gateway.clone(),
+        },
+    );
+    admin.add_tcp(&admin_listen);
+    server.add_service(ingress);
+    server.add_service(admin);
+    tracing::info!(listen = %listen, admin_listen = %admin_listen, "aap-gateway started");
+    server.run_forever()
+}

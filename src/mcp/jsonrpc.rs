@@ -1,0 +1,396 @@
+//! JSON-RPC 2.0 envelope parsing and error rendering.
+//!
+//! The parser is strict on purpose: duplicate object keys are rejected (a
+//! gateway and the service behind it must never disagree about which `method`
+//! or `name` a body carries), nesting depth is bounded, and batches are refused
+//! because neither supported MCP revision allows them.
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// JSON-RPC and MCP error codes the gateway emits.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Legacy transport: unknown or expired `Mcp-Session-Id`.
+    pub const SESSION_NOT_FOUND: i64 = -32001;
+    /// MCP 2026-07-28 HeaderMismatch.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MCP 2026-07-28 UnsupportedProtocolVersion.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// Gateway-level throttling (carried with HTTP 429).
+    pub const RATE_LIMITED: i64 = -32029;
+    /// Authorization failures (carried with HTTP 401/403).
+    pub const UNAUTHORIZED: i64 = -32030;
+    /// Upstream could not be reached (HTTP 502) or timed out (HTTP 504).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32031;
+    pub const UPSTREAM_TIMEOUT: i64 = -32032;
+}
+
+/// A JSON-RPC id: MCP allows strings and integers, never null.
+pub type RequestId = Value;
+
+/// What a POST body turned out to be.
+#[derive(Debug, Clone)]
+pub enum Message {
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<Map<String, Value>>,
+    },
+    Notification {
+        method: String,
+        params: Option<Map<String, Value>>,
+    },
+    /// A client posting a JSON-RPC response (legacy clients answering a
+    /// server request). The gateway never sends server requests.
+    Response { id: RequestId },
+}
+
+impl Message {
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            Message::Response { .. } => None,
+        }
+    }
+    pub fn params(&self) -> Option<&Map<String, Value>> {
+        match self {
+            Message::Request { params, .. } | Message::Notification { params, .. } => {
+                params.as_ref()
+            }
+            Message::Response { .. } => None,
+        }
+    }
+    pub fn id(&self) -> Option<&RequestId> {
+        match self {
+            Message::Request { id, .. } | Message::Response { id } => Some(id),
+            Message::Notification { .. } => None,
+        }
+    }
+}
+
+/// A JSON-RPC error with the HTTP status the gateway answers it with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub http_status: u16,
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(http_status: u16, code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            http_status,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+    pub fn parse(message: impl Into<String>) -> Self {
+        Self::new(400, code::PARSE_ERROR, message)
+    }
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(400, code::INVALID_REQUEST, message)
+    }
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(400, code::HEADER_MISMATCH, message)
+    }
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(400, code::INVALID_PARAMS, message)
+    }
+
+    /// Render as a JSON-RPC error object (`id` is null when unknown).
+    pub fn to_body(&self, id: Option<&RequestId>) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), Value::from(self.code));
+        error.insert("message".into(), Value::from(self.message.clone()));
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        let mut body = Map::new();
+        body.insert("jsonrpc".into(), Value::from("2.0"));
+        body.insert("id".into(), id.cloned().unwrap_or(Value::Null));
+        body.insert("error".into(), Value::Object(error));
+        Value::Object(body)
+    }
+}
+
+/// A successful JSON-RPC response body.
+pub fn result_body(id: &RequestId, result: Value) -> Value {
+    let mut body = Map::new();
+    body.insert("jsonrpc".into(), Value::from("2.0"));
+    body.insert("id".into(), id.clone());
+    body.insert("result".into(), result);
+    Value::Object(body)
+}
+
+/// Parse bytes into JSON, rejecting duplicate keys and excessive depth.
+pub fn parse_json(bytes: &[u8], max_depth: usize) -> Result<Value, RpcError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = StrictValue {
+        depth_left: max_depth,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| RpcError::parse(describe_parse_error(&e)))?;
+    de.end()
+        .map_err(|e| RpcError::parse(describe_parse_error(&e)))?;
+    Ok(value)
+}
+
+fn describe_parse_error(e: &serde_json::Error) -> String {
+    // serde_json messages name the problem and position but never echo input.
+    let text = e.to_string();
+    if text.contains("duplicate key") || text.contains("nesting") {
+        format!("Parse error: {text}")
+    } else {
+        format!("Parse error: invalid JSON ({text})")
+    }
+}
+
+/// Parse a POST body into one JSON-RPC message.
+pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError> {
+    let value = parse_json(bytes, max_depth)?;
+    message_from_value(value)
+}
+
+/// Validate the JSON-RPC envelope of an already-parsed value.
+pub fn message_from_value(value: Value) -> Result<Message, RpcError> {
+    let mut obj = match value {
+        Value::Object(obj) => obj,
+        Value::Array(_) => return Err(RpcError::invalid_request(
+            "Invalid Request: batch arrays are not supported; send one JSON-RPC message per POST",
+        )),
+        _ => {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: the body must be a JSON-RPC 2.0 object",
+            ))
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::invalid_request(
+            "Invalid Request: \"jsonrpc\" must be the string \"2.0\"",
+        ));
+    }
+    let id = match obj.remove("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
+        Some(_) => {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: \"id\" must be a string or an integer (null is not allowed)",
+            ))
+        }
+    };
+    let params = match obj.remove("params") {
+        None => None,
+        Some(Value::Object(p)) => Some(p),
+        Some(_) => {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: \"params\" must be an object",
+            ))
+        }
+    };
+    match obj.remove("method") {
+        Some(Value::String(method)) => {
+            if obj.contains_key("result") || obj.contains_key("error") {
+                return Err(RpcError::invalid_request(
+                    "Invalid Request: a message cannot carry both \"method\" and \"result\"/\"error\"",
+                ));
+            }
+            Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            })
+        }
+        Some(_) => Err(RpcError::invalid_request(
+            "Invalid Request: \"method\" must be a string",
+        )),
+        None => {
+            let has_result = obj.contains_key("result");
+            let has_error = obj.contains_key("error");
+            match (id, has_result ^ has_error) {
+                (Some(id), true) => Ok(Message::Response { id }),
+                _ => Err(RpcError::invalid_request(
+                    "Invalid Request: missing \"method\"",
+                )),
+            }
+        }
+    }
+}
+
+/// Deserializes a `serde_json::Value` while refusing duplicate keys and
+/// bounding depth (serde_json's own recursion limit is not configurable).
+struct StrictValue {
+    depth_left: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl StrictValue {
+    fn child<E: de::Error>(&self) -> Result<StrictValue, E> {
+        if self.depth_left == 0 {
+            return Err(E::custom(
+                "JSON nesting exceeds the configured maximum depth",
+            ));
+        }
+        Ok(StrictValue {
+            depth_left: self.depth_left - 1,
+        })
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            let child = self.child()?;
+            match seq.next_element_seed(child)? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom("duplicate key in JSON object"));
+            }
+            let child = self.child()?;
+            let value = map.next_value_seed(child)?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_request_and_notification() {
+        let m = parse_message(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            32,
+        )
+        .unwrap();
+        assert!(matches!(m, Message::Request { ref method, .. } if method == "tools/list"));
+        let n = parse_message(
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            32,
+        )
+        .unwrap();
+        assert!(matches!(n, Message::Notification { .. }));
+    }
+
+    #[test]
+    fn rejects_bad_envelopes() {
+        let cases: &[(&[u8], i64)] = &[
+            (b"{", code::PARSE_ERROR),
+            (b"[]", code::INVALID_REQUEST),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[]}"#,
+                code::INVALID_REQUEST,
+            ),
+            (br#"{"jsonrpc":"2.0","id":1}"#, code::INVALID_REQUEST),
+            (br#""hello""#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+                code::PARSE_ERROR,
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}",
+                code::PARSE_ERROR,
+            ),
+        ];
+        for (body, want) in cases {
+            let got = parse_message(body, 32).unwrap_err();
+            assert_eq!(got.code, *want, "body {:?}", String::from_utf8_lossy(body));
+            assert_eq!(got.http_status, 400);
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+        assert!(parse_json(deep.as_bytes(), 32).is_err());
+        assert!(parse_json(deep.as_bytes(), 64).is_ok());
+    }
+
+    #[test]
+    fn client_response_is_recognised() {
+        let m = parse_message(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#, 8).unwrap();
+        assert!(matches!(m, Message::Response { .. }));
+    }
+}

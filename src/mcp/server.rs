@@ -1,0 +1,574 @@
+//! The MCP Streamable HTTP endpoint of one tenant, for both revisions.
+//!
+//! Order of checks (each failure answers at once and changes nothing):
+//! Origin (403) → HTTP method (405) → Content-Type (415) → Accept (406) →
+//! body size (413) → JSON (-32700) → envelope (-32600) → mirror headers
+//! (-32020) → session (404) → protocol version (-32020/-32022/-32602) →
+//! method dispatch.
+
+use super::headers::{self, read_mirror_headers, MirrorHeaders};
+use super::jsonrpc::{self, code, result_body, Message, RpcError};
+use super::media::{self, ResponseMedia};
+use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
+use super::session::SessionStore;
+use crate::aap::contract::{Contract, UpstreamFault};
+use crate::aap::skill::Skill;
+use crate::http::{HttpRequest, HttpResponse};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// One tenant's MCP endpoint, built from config (immutable; reload swaps it).
+#[derive(Debug)]
+pub struct Endpoint {
+    pub tenant: String,
+    pub path: String,
+    pub allowed_origins: Vec<String>,
+    pub sessions: Option<Arc<SessionStore>>,
+    pub tools: Vec<Value>,
+    pub page_size: usize,
+    pub list_ttl_ms: u64,
+    pub instructions: Option<String>,
+    pub contract: Contract,
+    pub server_name: String,
+    pub max_body_bytes: usize,
+    pub max_json_depth: usize,
+}
+
+/// What happened, for the access log and metrics. Never holds arguments.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub revision: Option<&'static str>,
+    pub method: Option<String>,
+    pub skill: Option<&'static str>,
+    /// `ok`, `replay`, an AAP error code, or a JSON-RPC error code.
+    pub outcome: String,
+    /// Mirror headers the gateway derived because the client omitted them.
+    pub filled: Vec<&'static str>,
+}
+
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A caller identity verified by the auth layer (`anonymous` when none).
+pub struct CallerCtx<'a> {
+    pub scope: &'a str,
+    /// True when results depend on authorization (→ `cacheScope: private`).
+    pub private: bool,
+}
+
+struct Reply {
+    status: u16,
+    body: Option<Value>,
+    headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    fn ok(body: Value) -> Self {
+        Reply {
+            status: 200,
+            body: Some(body),
+            headers: Vec::new(),
+        }
+    }
+    fn accepted() -> Self {
+        Reply {
+            status: 202,
+            body: None,
+            headers: Vec::new(),
+        }
+    }
+}
+
+impl Endpoint {
+    fn allow_methods(&self) -> &'static str {
+        if self.sessions.is_some() {
+            "POST, DELETE"
+        } else {
+            "POST"
+        }
+    }
+
+    fn error_response(
+        &self,
+        err: &RpcError,
+        id: Option<&Value>,
+        out: &mut Outcome,
+    ) -> HttpResponse {
+        out.outcome = err.code.to_string();
+        HttpResponse::json(err.http_status, &err.to_body(id))
+    }
+
+    /// Serve one HTTP request addressed to this endpoint.
+    pub async fn handle(
+        &self,
+        req: &HttpRequest,
+        caller: &CallerCtx<'_>,
+        out: &mut Outcome,
+    ) -> HttpResponse {
+        if let Some(origin) = req.header_all("origin").next() {
+            let ok = std::str::from_utf8(origin)
+                .map(|o| {
+                    self.allowed_origins
+                        .iter()
+                        .any(|a| a.eq_ignore_ascii_case(o.trim()))
+                })
+                .unwrap_or(false);
+            if !ok || req.header_count("origin") > 1 {
+                return self.error_response(
+                    &RpcError::new(
+                        403,
+                        code::INVALID_REQUEST,
+                        "Forbidden: Origin is not allowed for this endpoint",
+                    ),
+                    None,
+                    out,
+                );
+            }
+        }
+        match req.method.as_str() {
+            "POST" => self.post(req, caller, out).await,
+            "DELETE" if self.sessions.is_some() => self.delete(req, out),
+            _ => {
+                out.outcome = "405".into();
+                let err = RpcError::new(
+                    405,
+                    code::INVALID_REQUEST,
+                    format!(
+                        "Method Not Allowed: this MCP endpoint accepts {}",
+                        self.allow_methods()
+                    ),
+                );
+                HttpResponse::json(405, &err.to_body(None))
+                    .with_header("allow", self.allow_methods())
+            }
+        }
+    }
+
+    fn delete(&self, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+        let Some(store) = &self.sessions else {
+            return HttpResponse::new(405);
+        };
+        match session_header(req) {
+            Ok(Some(id)) if store.end(&self.tenant, &id) => {
+                out.outcome = "ok".into();
+                HttpResponse::new(204)
+            }
+            Ok(Some(_)) => self.error_response(&session_not_found(), None, out),
+            Ok(None) => self.error_response(
+                &RpcError::new(
+                    400,
+                    code::INVALID_REQUEST,
+                    "Bad Request: DELETE needs the Mcp-Session-Id header",
+                ),
+                None,
+                out,
+            ),
+            Err(e) => self.error_response(&e, None, out),
+        }
+    }
+
+    async fn post(
+        &self,
+        req: &HttpRequest,
+        caller: &CallerCtx<'_>,
+        out: &mut Outcome,
+    ) -> HttpResponse {
+        if !media::is_json_content_type(req.header_str("content-type")) {
+            return self.error_response(
+                &RpcError::new(
+                    415,
+                    code::INVALID_REQUEST,
+                    "Unsupported Media Type: Content-Type must be application/json",
+                ),
+                None,
+                out,
+            );
+        }
+        let Some(framing) = media::negotiate(req.header_str("accept")) else {
+            return self.error_response(
+                &RpcError::new(
+                    406,
+                    code::INVALID_REQUEST,
+                    "Not Acceptable: the client must accept application/json or text/event-stream",
+                ),
+                None,
+                out,
+            );
+        };
+        if req.body.len() > self.max_body_bytes {
+            return self.error_response(&body_too_large(self.max_body_bytes), None, out);
+        }
+        let message = match jsonrpc::parse_message(&req.body, self.max_json_depth) {
+            Ok(m) => m,
+            Err(e) => return self.error_response(&e, None, out),
+        };
+        let id = message.id().cloned();
+        out.method = message.method().map(str::to_owned);
+        match self.dispatch(req, &message, caller, out).await {
+            Ok(reply) => {
+                if out.outcome.is_empty() {
+                    out.outcome = "ok".into();
+                }
+                let mut resp = match (reply.body, framing) {
+                    (None, _) => HttpResponse::new(reply.status),
+                    (Some(body), ResponseMedia::Json) => HttpResponse::json(reply.status, &body),
+                    (Some(body), ResponseMedia::EventStream) => {
+                        HttpResponse::sse(reply.status, &body)
+                    }
+                };
+                resp.headers.extend(reply.headers);
+                resp
+            }
+            Err(e) => {
+                let body = e.to_body(id.as_ref());
+                out.outcome = e.code.to_string();
+                match framing {
+                    // Transport-level failures are plain JSON whatever Accept says.
+                    _ if e.http_status != 200 => HttpResponse::json(e.http_status, &body),
+                    ResponseMedia::Json => HttpResponse::json(200, &body),
+                    ResponseMedia::EventStream => HttpResponse::sse(200, &body),
+                }
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        req: &HttpRequest,
+        message: &Message,
+        caller: &CallerCtx<'_>,
+        out: &mut Outcome,
+    ) -> Result<Reply, RpcError> {
+        let mirror =
+            read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))?;
+        if let Some(h) = &mirror.method {
+            if Some(h.as_str()) != message.method() {
+                return Err(RpcError::header_mismatch(
+                    "Header mismatch: Mcp-Method does not match the JSON-RPC method",
+                ));
+            }
+        } else if message.method().is_some() {
+            out.filled.push("Mcp-Method");
+        }
+        if message.method() == Some("initialize") {
+            return self.initialize(message, &mirror, out);
+        }
+        let session_version = self.session_version(req, message)?;
+        match message {
+            Message::Notification { .. } | Message::Response { .. } => {
+                if let Some(v) = mirror.protocol_version.as_deref() {
+                    if Revision::from_version(v).is_none() {
+                        return Err(revision::unsupported_version(v));
+                    }
+                }
+                out.revision = mirror
+                    .protocol_version
+                    .as_deref()
+                    .or(session_version.as_deref())
+                    .and_then(Revision::from_version)
+                    .map(Revision::as_str);
+                Ok(Reply::accepted())
+            }
+            Message::Request { id, method, params } => {
+                let ctx = VersionContext {
+                    headers: &mirror,
+                    session_version: session_version.as_deref(),
+                };
+                let (rev, filled_version) = revision::resolve(message, &ctx)?;
+                out.revision = Some(rev.as_str());
+                if filled_version {
+                    out.filled.push("MCP-Protocol-Version");
+                }
+                if rev == Revision::Legacy && self.sessions.is_some() && session_version.is_none() {
+                    return Err(RpcError::new(400, code::INVALID_REQUEST,
+                        "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
+                }
+                let name = self.check_name(method, params.as_ref(), &mirror, out)?;
+                let result = self
+                    .method(rev, method, params.as_ref(), name, caller, out)
+                    .await?;
+                Ok(Reply::ok(result_body(
+                    id,
+                    finish(rev, result, &self.server_name),
+                )))
+            }
+        }
+    }
+
+    /// `Mcp-Name` is defined for tools/call: derive it from `params.name`
+    /// when absent, require an exact match when supplied.
+    fn check_name<'m>(
+        &self,
+        method: &str,
+        params: Option<&'m Map<String, Value>>,
+        mirror: &MirrorHeaders,
+        out: &mut Outcome,
+    ) -> Result<Option<&'m str>, RpcError> {
+        if method != "tools/call" {
+            if mirror.name.is_some() {
+                return Err(RpcError::header_mismatch(
+                    "Header mismatch: Mcp-Name is only defined for tools/call here",
+                ));
+            }
+            return Ok(None);
+        }
+        let name = match params.and_then(|p| p.get("name")) {
+            Some(Value::String(s)) => s.as_str(),
+            _ => {
+                return Err(RpcError::new(
+                    200,
+                    code::INVALID_PARAMS,
+                    "Invalid params: tools/call needs params.name (string)",
+                ))
+            }
+        };
+        match &mirror.name {
+            Some(h) if h != name => Err(RpcError::header_mismatch(
+                "Header mismatch: Mcp-Name does not match params.name",
+            )),
+            Some(_) => Ok(Some(name)),
+            None => {
+                out.filled.push("Mcp-Name");
+                Ok(Some(name))
+            }
+        }
+    }
+
+    /// The legacy session this request names, if sessions are on and the
+    /// body does not itself carry modern metadata (modern ignores sessions).
+    fn session_version(
+        &self,
+        req: &HttpRequest,
+        message: &Message,
+    ) -> Result<Option<String>, RpcError> {
+        let Some(store) = &self.sessions else {
+            return Ok(None);
+        };
+        let modern_body = revision::request_meta(message.params())
+            .is_some_and(|m| m.contains_key(revision::META_PROTOCOL_VERSION));
+        if modern_body {
+            return Ok(None);
+        }
+        match session_header(req)? {
+            None => Ok(None),
+            Some(id) => store
+                .touch(&self.tenant, &id)
+                .map(Some)
+                .ok_or_else(session_not_found),
+        }
+    }
+
+    fn initialize(
+        &self,
+        message: &Message,
+        mirror: &MirrorHeaders,
+        out: &mut Outcome,
+    ) -> Result<Reply, RpcError> {
+        let Message::Request { id, params, .. } = message else {
+            return Err(RpcError::invalid_request(
+                "Invalid Request: initialize must be a request with an id",
+            ));
+        };
+        if let Some(v) = mirror.protocol_version.as_deref() {
+            if Revision::from_version(v).is_none() {
+                return Err(revision::unsupported_version(v));
+            }
+        }
+        let requested = params
+            .as_ref()
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                RpcError::new(
+                    400,
+                    code::INVALID_PARAMS,
+                    "Invalid params: initialize needs params.protocolVersion",
+                )
+            })?;
+        if params
+            .as_ref()
+            .and_then(|p| p.get("capabilities"))
+            .is_some_and(|c| !c.is_object())
+        {
+            return Err(RpcError::new(
+                400,
+                code::INVALID_PARAMS,
+                "Invalid params: capabilities must be an object",
+            ));
+        }
+        // 2025-11-25 is the only handshake revision served; an older or
+        // newer request is answered with it and the client decides.
+        let _ = requested;
+        let negotiated = LEGACY;
+        out.revision = Some(LEGACY);
+        let mut result = json!({
+            "protocolVersion": negotiated,
+            "capabilities": { "tools": { "listChanged": false } },
+            "serverInfo": { "name": self.server_name, "version": SERVER_VERSION },
+        });
+        if let Some(i) = &self.instructions {
+            result["instructions"] = json!(i);
+        }
+        let mut reply = Reply::ok(result_body(id, result));
+        if let Some(store) = &self.sessions {
+            let sid = store.create(&self.tenant, negotiated);
+            reply.headers.push((headers::SESSION_ID.into(), sid));
+        }
+        Ok(reply)
+    }
+
+    async fn method(
+        &self,
+        rev: Revision,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        name: Option<&str>,
+        caller: &CallerCtx<'_>,
+        out: &mut Outcome,
+    ) -> Result<Value, RpcError> {
+        let cache_scope = if caller.private { "private" } else { "public" };
+        match (method, rev) {
+            ("server/discover", Revision::Modern) => {
+                let mut r = json!({
+                    "supportedVersions": revision::SUPPORTED,
+                    "capabilities": { "tools": { "listChanged": false } },
+                    "ttlMs": self.list_ttl_ms,
+                    "cacheScope": cache_scope,
+                });
+                if let Some(i) = &self.instructions {
+                    r["instructions"] = json!(i);
+                }
+                Ok(r)
+            }
+            ("tools/list", _) => self.list_tools(params, cache_scope),
+            ("tools/call", _) => {
+                self.call_tool(params, name.unwrap_or_default(), caller, out)
+                    .await
+            }
+            ("ping", Revision::Legacy) => Ok(json!({})),
+            _ => Err(RpcError::new(
+                // Legacy clients read 404 as "session expired", so only the
+                // modern revision gets the 404 its spec defines.
+                if rev == Revision::Modern { 404 } else { 200 },
+                code::METHOD_NOT_FOUND,
+                "Method not found",
+            )),
+        }
+    }
+
+    fn list_tools(
+        &self,
+        params: Option<&Map<String, Value>>,
+        cache_scope: &str,
+    ) -> Result<Value, RpcError> {
+        let offset = match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(c)) => decode_list_cursor(c)
+                .filter(|o| *o < self.tools.len())
+                .ok_or_else(|| {
+                    RpcError::new(
+                        200,
+                        code::INVALID_PARAMS,
+                        "Invalid params: unknown tools/list cursor; list again without a cursor",
+                    )
+                })?,
+            Some(_) => {
+                return Err(RpcError::new(
+                    200,
+                    code::INVALID_PARAMS,
+                    "Invalid params: cursor must be a string",
+                ))
+            }
+        };
+        let end = (offset + self.page_size).min(self.tools.len());
+        let mut r = json!({
+            "tools": &self.tools[offset..end],
+            "ttlMs": self.list_ttl_ms,
+            "cacheScope": cache_scope,
+        });
+        if end < self.tools.len() {
+            r["nextCursor"] = json!(URL_SAFE_NO_PAD.encode(format!("tools:{end}")));
+        }
+        Ok(r)
+    }
+
+    async fn call_tool(
+        &self,
+        params: Option<&Map<String, Value>>,
+        name: &str,
+        caller: &CallerCtx<'_>,
+        out: &mut Outcome,
+    ) -> Result<Value, RpcError> {
+        let skill = Skill::from_tool_name(name)
+            .filter(|s| self.tools.iter().any(|t| t["name"] == s.tool_name()))
+            .ok_or_else(|| RpcError::new(200, code::INVALID_PARAMS, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
+        out.skill = Some(skill.id());
+        let arguments = params.and_then(|p| p.get("arguments"));
+        let outcome = self.contract.execute(skill, arguments, caller.scope).await.map_err(|fault| match fault {
+            UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
+            UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
+        })?;
+        out.outcome = outcome.outcome.clone();
+        let text = serde_json::to_string(&outcome.payload).unwrap_or_default();
+        Ok(json!({
+            "content": [{ "type": "text", "text": text }],
+            "structuredContent": outcome.payload,
+            "isError": outcome.is_error,
+        }))
+    }
+}
+
+/// Add the revision-specific result fields.
+fn finish(rev: Revision, mut result: Value, server_name: &str) -> Value {
+    if rev == Revision::Modern {
+        if let Some(obj) = result.as_object_mut() {
+            obj.insert("resultType".into(), json!("complete"));
+            let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert(
+                    META_SERVER_INFO.into(),
+                    json!({ "name": server_name, "version": SERVER_VERSION }),
+                );
+            }
+        }
+    }
+    result
+}
+
+fn decode_list_cursor(c: &str) -> Option<usize> {
+    let raw = URL_SAFE_NO_PAD.decode(c).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    text.strip_prefix("tools:")?.parse().ok()
+}
+
+fn session_header(req: &HttpRequest) -> Result<Option<String>, RpcError> {
+    match req.header_count(headers::SESSION_ID) {
+        0 => Ok(None),
+        1 => req
+            .header_str(headers::SESSION_ID)
+            .map(|s| Some(s.trim().to_owned()))
+            .ok_or_else(|| {
+                RpcError::invalid_request("Bad Request: Mcp-Session-Id is not valid text")
+            }),
+        _ => Err(RpcError::invalid_request(
+            "Bad Request: Mcp-Session-Id appears more than once",
+        )),
+    }
+}
+
+fn session_not_found() -> RpcError {
+    RpcError::new(
+        404,
+        code::SESSION_NOT_FOUND,
+        "Session not found: initialize again without Mcp-Session-Id",
+    )
+}
+
+pub fn body_too_large(limit: usize) -> RpcError {
+    RpcError::new(
+        413,
+        code::INVALID_REQUEST,
+        format!("Payload Too Large: the body exceeds {limit} bytes"),
+    )
+}
