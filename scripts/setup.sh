@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need (idempotent).
+# Debian/Ubuntu: cmake (Pingora's zlib-ng build), redis-server (shared-state
+# tests), python3-venv. Runs apt-get only when something is missing.
+set -euo pipefail
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if ((${#missing[@]})); then
+  echo "== installing system packages: ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,412 @@
+//! Test harness: starts the real `aap-gateway` binary on free loopback ports
+//! and talks to it with a raw HTTP/1.1 client (so tests control every byte:
+//! duplicate headers, odd casing, hostile values).
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ENDPOINT: &str = "/aap/3.0.0/demo-toyota/mcp";
+pub const MODERN: &str = "2026-07-28";
+pub const LEGACY: &str = "2025-11-25";
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aapgw-{tag}-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The shipped gateway.toml with `extra` lines appended inside the tenant's
+/// tables, data paths made absolute.
+pub fn config_with(tenant_extra: &str, backend_extra: &str, top_extra: &str) -> String {
+    let base = std::fs::read_to_string(repo().join("gateway.toml")).unwrap();
+    let data = repo().join("data");
+    let mut out = String::new();
+    for line in base.lines() {
+        let line = line
+            .replace(
+                "\"data/demo-inventory.json\"",
+                &format!("{:?}", data.join("demo-inventory.json")),
+            )
+            .replace(
+                "\"data/demo-dealer.json\"",
+                &format!("{:?}", data.join("demo-dealer.json")),
+            );
+        if line.starts_with("[tenants.backend]") {
+            out.push_str(tenant_extra);
+            out.push('\n');
+        }
+        if line.starts_with("[tenants.quotas]") {
+            out.push_str(backend_extra);
+            out.push('\n');
+        }
+        if line.starts_with("[[tenants]]") {
+            out.push_str(top_extra);
+            out.push('\n');
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+pub struct Gateway {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub admin: u16,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Gateway {
+    /// Start on the shipped config.
+    pub fn start() -> Gateway {
+        Self::start_with(&config_with("", "", ""))
+    }
+
+    pub fn start_with(config_text: &str) -> Gateway {
+        let state = temp_dir("state");
+        let config = state.join("gateway.toml");
+        std::fs::write(&config, config_text).unwrap();
+        Self::launch(config, state)
+    }
+
+    /// (Re)start with an existing config and state directory.
+    pub fn launch(config: PathBuf, state: PathBuf) -> Gateway {
+        let port = free_port();
+        let admin = free_port();
+        let log = state.join(format!("gateway-{port}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--admin-listen")
+            .arg(format!("127.0.0.1:{admin}"))
+            .arg("--state-dir")
+            .arg(&state)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start aap-gateway");
+        let mut gw = Gateway {
+            child: Some(child),
+            port,
+            admin,
+            state,
+            config,
+            log,
+        };
+        gw.wait_ready();
+        gw
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!(
+                    "gateway exited ({status}) during start; log:\n{}",
+                    self.logs()
+                );
+            }
+            if let Ok(r) = try_request(self.admin, "GET", "/readyz", &[], b"") {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("gateway did not become ready; log:\n{}", self.logs());
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL: no chance to flush anything not already durable.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+
+    /// Restart on the same config and state after a kill.
+    pub fn restart(mut self) -> Gateway {
+        self.kill9();
+        let config = self.config.clone();
+        let state = self.state.clone();
+        std::mem::forget(self);
+        Gateway::launch(config, state)
+    }
+
+    pub fn post(&self, headers: &[(&str, &str)], body: &str) -> Resp {
+        let mut h: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+        h.extend_from_slice(headers);
+        request(self.port, "POST", ENDPOINT, &h, body.as_bytes())
+    }
+
+    /// POST with only the given headers (no default Content-Type).
+    pub fn post_raw(&self, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        request(self.port, "POST", ENDPOINT, headers, body)
+    }
+
+    pub fn rpc(&self, headers: &[(&str, &str)], body: &Value) -> Resp {
+        self.post(headers, &body.to_string())
+    }
+
+    /// Modern tools/call with full standard headers.
+    pub fn call(&self, name: &str, arguments: Value) -> Resp {
+        self.rpc(
+            &[
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", name),
+            ],
+            &modern("tools/call", json!({"name": name, "arguments": arguments})),
+        )
+    }
+
+    /// The structuredContent of a modern tools/call.
+    pub fn call_sc(&self, name: &str, arguments: Value) -> (bool, Value) {
+        let r = self.call(name, arguments);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let j = r.json();
+        let result = &j["result"];
+        assert_eq!(result["resultType"], "complete", "{j}");
+        let sc = result["structuredContent"].clone();
+        let text: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, sc, "text block must equal structuredContent");
+        let is_error = result["isError"].as_bool().unwrap();
+        assert_eq!(
+            is_error,
+            sc["type"] == "aap.error",
+            "isError must agree with the payload"
+        );
+        (is_error, sc)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill9();
+        std::fs::remove_dir_all(&self.state).ok();
+    }
+}
+
+pub fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "aap-gateway-tests", "version": "1.0.0"}
+    })
+}
+
+/// A modern request body with `_meta`.
+pub fn modern(method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta();
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+pub fn legacy(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+    pub fn error_code(&self) -> i64 {
+        self.json()["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no error code: {}", self.text()))
+    }
+}
+
+pub fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    try_request(port, method, path, headers, body)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+/// Send raw bytes and read the response (the connection is closed after).
+pub fn raw(port: u16, bytes: &[u8]) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    s.write_all(bytes)?;
+    read_response(&mut s)
+}
+
+pub fn try_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Resp> {
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    raw(port, &bytes)
+}
+
+fn read_response(s: &mut TcpStream) -> std::io::Result<Resp> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let header_end;
+    loop {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed before headers",
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(p) = find(&buf, b"\r\n\r\n") {
+            header_end = p;
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap_or("")
+        .split(' ')
+        .nth(1)
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        })
+        .collect();
+    let mut body = buf[header_end + 4..].to_vec();
+    let len = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    match len {
+        Some(len) => {
+            while body.len() < len {
+                let n = s.read(&mut chunk)?;
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body.truncate(len);
+        }
+        None => {
+            loop {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => body.extend_from_slice(&chunk[..n]),
+                }
+            }
+            if chunked {
+                body = dechunk(&body);
+            }
+        }
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(p) = find(b, b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..p]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[p + 2..p + 2 + size]);
+        b = &b[p + 2 + size + 2..];
+    }
+    out
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// A consented lead with a fresh idempotency key.
+pub fn lead(key: &str) -> Value {
+    let granted = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    let granted = granted
+        .replace_nanosecond(0)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    json!({
+        "type": "lead.submit.request",
+        "customer": {"first_name": "Quinn", "last_name": "Testbuyer", "email": "quinn.testbuyer@example.com", "preferred_contact": "email"},
+        "consent": {
+            "granted_at": granted,
+            "allowed_channels": ["email"],
+            "consent_text": "I agree that Demo Toyota may contact me by email about this enquiry.",
+            "scope": ["lead_submission"]
+        },
+        "vehicle_of_interest": {"stock": "DT-1001"},
+        "source_agent": {"name": "aap-gateway-tests"},
+        "idempotency_key": key
+    })
+}
+
+pub fn leads_in(state: &Path) -> usize {
+    std::fs::read_to_string(state.join("demo-toyota").join("leads.jsonl"))
+        .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count())
+        .unwrap_or(0)
+}
