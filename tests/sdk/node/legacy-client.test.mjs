@@ -141,16 +141,28 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   let transport;
   let tools;
   let firstVehicle;
+  let connectError;
+
+  // A failed connect is reported by every test (with the real error) instead of a bare
+  // "cancelled by parent" from a throwing before() hook.
+  function connected() {
+    if (connectError) throw new Error(`connect (initialize) failed: ${connectError?.message ?? connectError}`, { cause: connectError });
+    return client;
+  }
 
   before(async () => {
     transport = new StreamableHTTPClientTransport(new URL(URL_ENV), { fetch: recordingFetch(wire) });
     client = new Client({ name: 'aap-sdk-e2e-node', version: '1.0.0' }, { capabilities: {} });
     client.onerror = (e) => errors.push(e);
-    await client.connect(transport);
+    try {
+      await client.connect(transport);
+    } catch (e) {
+      connectError = e;
+    }
   });
 
   after(async () => {
-    if (!client) return;
+    if (!client || connectError) return;
     if (transport?.sessionId) {
       // A legacy session was issued: end it (DELETE; 405 is allowed by the spec).
       await transport.terminateSession().catch((e) => errors.push(e));
@@ -159,6 +171,7 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('initialize handshake negotiates 2025-11-25', () => {
+    connected();
     assert.equal(transport.protocolVersion, LEGACY_VERSION, 'negotiated protocol version');
     const info = client.getServerVersion();
     assert.ok(info?.name, `serverInfo missing: ${JSON.stringify(info)}`);
@@ -170,6 +183,7 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('tools/list returns the five AAP tools in order', async () => {
+    connected();
     tools = [];
     let cursor;
     for (let i = 0; i < 50; i++) {
@@ -200,12 +214,14 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('aap_dealer_information', async () => {
+    connected();
     const r = await client.callTool({ name: 'aap_dealer_information', arguments: { type: 'dealer.information.request' } });
     const sc = checkSuccess(r, 'dealer.information.response');
     assert.equal(typeof sc.data, 'object');
   });
 
   test('aap_inventory_facets', async () => {
+    connected();
     const r = await client.callTool({
       name: 'aap_inventory_facets',
       arguments: { type: 'inventory.facets.request', filters: { status: ['available'] } },
@@ -215,12 +231,14 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('aap_inventory_search: Toyota, available, price asc, limit 5', async () => {
+    connected();
     const r = await client.callTool({ name: 'aap_inventory_search', arguments: SEARCH_ARGS });
     const vehicles = checkSearch(checkSuccess(r, 'inventory.search.response'));
     firstVehicle = vehicles[0];
   });
 
-  test('aap_inventory_vehicle returns the same vehicle', async (t) => {
+  test('aap_inventory_vehicle returns the same vehicle', async () => {
+    connected();
     assert.ok(firstVehicle, 'search test did not produce a vehicle');
     const ref = vehicleRef(firstVehicle);
     const r = await client.callTool({ name: 'aap_inventory_vehicle', arguments: { type: 'inventory.vehicle.request', ...ref } });
@@ -233,6 +251,7 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('aap_lead_submit with consent; replay with the same key returns the same lead_id', async () => {
+    connected();
     assert.ok(firstVehicle, 'search test did not produce a vehicle');
     const args = leadArgs(firstVehicle, randomUUID());
     const r1 = await client.callTool({ name: 'aap_lead_submit', arguments: args });
@@ -246,12 +265,14 @@ describe('legacy MCP 2025-11-25 via @modelcontextprotocol/sdk 1.32.2', { skip: U
   });
 
   test('invalid argument -> isError true, aap.error SCHEMA_VALIDATION_FAILED', async () => {
+    connected();
     const bad = { ...SEARCH_ARGS, filters: { ...SEARCH_ARGS.filters, price_max: 'cheap' } };
     const r = await client.callTool({ name: 'aap_inventory_search', arguments: bad });
     checkAapError(r, 'SCHEMA_VALIDATION_FAILED');
   });
 
   test('requests carried the negotiated MCP-Protocol-Version; no transport errors', () => {
+    connected();
     const afterInit = wire.filter((e) => e.httpMethod === 'POST' && e.rpcMethod !== 'initialize');
     for (const e of afterInit) {
       assert.equal(e.reqHeaders['mcp-protocol-version'], LEGACY_VERSION, `${e.rpcMethod} header`);
