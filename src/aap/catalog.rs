@@ -25,7 +25,7 @@ fn title(skill: Skill) -> &'static str {
 
 fn describe_window(d: Duration) -> String {
     let hours = d.as_secs() / 3600;
-    if hours >= 1 && d.as_secs() % 3600 == 0 {
+    if hours >= 1 && d.as_secs().is_multiple_of(3600) {
         format!("{hours} hours")
     } else {
         format!("{} seconds", d.as_secs())

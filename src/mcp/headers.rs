@@ -108,13 +108,12 @@ pub fn decode_value(value: &str) -> Result<String, &'static str> {
 
 /// Encode a value for a header, using the sentinel form only when required.
 pub fn encode_value(value: &str) -> String {
-    let plain_safe = !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b))
-        && !value.starts_with([' ', '\t'])
-        && !value.ends_with([' ', '\t'])
-        && !(value.starts_with(SENTINEL_PREFIX) && value.ends_with(SENTINEL_SUFFIX));
+    let printable = value
+        .bytes()
+        .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b));
+    let padded = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    let looks_encoded = value.starts_with(SENTINEL_PREFIX) && value.ends_with(SENTINEL_SUFFIX);
+    let plain_safe = !value.is_empty() && printable && !padded && !looks_encoded;
     if plain_safe {
         value.to_owned()
     } else {

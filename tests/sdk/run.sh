@@ -175,13 +175,15 @@ info "AAP_GATEWAY_URL=$AAP_GATEWAY_URL"
 
 # ---------------------------------------------------------------------------------------------
 section "Python: mcp 2.3.0 (modern auto + pinned, and legacy)"
-(cd "$REPO" && "$VPY" -m pytest -q -p no:cacheprovider tests/sdk/python)
-PY_RC=$?
+PY_OUT="$WORK/pytest.out"
+(cd "$REPO" && "$VPY" -m pytest -q -p no:cacheprovider tests/sdk/python) 2>&1 | tee "$PY_OUT"
+PY_RC=${PIPESTATUS[0]}
 info "pytest exit code: $PY_RC"
 
 section "Node: @modelcontextprotocol/sdk 1.32.2 (legacy 2025-11-25)"
-(cd "$REPO" && node --test tests/sdk/node/)
-NODE_RC=$?
+NODE_OUT="$WORK/node.out"
+(cd "$REPO" && node --test --test-reporter=tap tests/sdk/node/) 2>&1 | tee "$NODE_OUT"
+NODE_RC=${PIPESTATUS[0]}
 info "node --test exit code: $NODE_RC"
 
 # ---------------------------------------------------------------------------------------------
@@ -199,5 +201,18 @@ fi
 section "Summary"
 info "python (mcp 2.3.0):                 $([ $PY_RC -eq 0 ] && echo PASS || echo "FAIL (rc=$PY_RC)")"
 info "node (@modelcontextprotocol/sdk):   $([ $NODE_RC -eq 0 ] && echo PASS || echo "FAIL (rc=$NODE_RC)")"
+# One combined closing line in the plain "N passed, N failed" form.
+py_last="$(grep -E '[0-9]+ (passed|failed|errors?)' "$PY_OUT" | tail -n 1)"
+py_pass="$(grep -oE '[0-9]+ passed' <<<"$py_last" | grep -oE '[0-9]+' || true)"
+py_fail="$(grep -oE '[0-9]+ (failed|errors?)' <<<"$py_last" | awk '{s+=$1} END {print s+0}')"
+node_pass="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$NODE_OUT" | tail -n 1)"
+node_fail="$(awk '/^# (fail|cancelled) [0-9]+$/ {s+=$3} END {print s+0}' "$NODE_OUT")"
+total_pass=$(( ${py_pass:-0} + ${node_pass:-0} ))
+total_fail=$(( ${py_fail:-0} + ${node_fail:-0} ))
+# A runner that failed without reporting a failed test still counts as one failure.
+[ $PY_RC -ne 0 ] && [ "${py_fail:-0}" -eq 0 ] && total_fail=$((total_fail + 1))
+[ $NODE_RC -ne 0 ] && [ "${node_fail:-0}" -eq 0 ] && total_fail=$((total_fail + 1))
 [ $GW_DIED -eq 0 ] || info "gateway:                            FAIL (exited during the tests)"
+[ $GW_DIED -eq 0 ] || total_fail=$((total_fail + 1))
+echo "sdk-e2e: $total_pass passed, $total_fail failed"
 [ $PY_RC -eq 0 ] && [ $NODE_RC -eq 0 ] && [ $GW_DIED -eq 0 ]
