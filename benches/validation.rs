@@ -43,13 +43,24 @@ fn main() {
     let bad_search = json!({"type": "inventory.search.request", "filters": {"price_max": "cheap", "colour": ["red"]}});
     let iters = 20_000;
     println!("{:<34} {:>10}", "operation", "µs/call");
-    for (label, skill, v) in [("search: validate (valid)", Skill::InventorySearch, &search), ("lead: validate (valid)", Skill::LeadSubmit, &lead), ("search: validate (2 errors)", Skill::InventorySearch, &bad_search)] {
+    for (label, skill, v) in [
+        ("search: validate (valid)", Skill::InventorySearch, &search),
+        ("lead: validate (valid)", Skill::LeadSubmit, &lead),
+        (
+            "search: validate (2 errors)",
+            Skill::InventorySearch,
+            &bad_search,
+        ),
+    ] {
         let us = per_call_us(iters, || {
             let _ = black_box(set.validate_request(skill, black_box(v)));
         });
         println!("{label:<34} {us:>10.2}");
     }
-    for (label, v) in [("baseline: parse search JSON", &search), ("baseline: parse lead JSON", &lead)] {
+    for (label, v) in [
+        ("baseline: parse search JSON", &search),
+        ("baseline: parse lead JSON", &lead),
+    ] {
         let text = v.to_string();
         let us = per_call_us(iters, || {
             let _: Value = black_box(serde_json::from_str(black_box(&text)).unwrap_or(Value::Null));

@@ -43,6 +43,10 @@ pub struct LimitsConfig {
     pub max_body_bytes: usize,
     pub max_json_depth: usize,
     pub body_read_timeout_ms: u64,
+    /// More request headers than this → 431.
+    pub max_headers: usize,
+    /// Total request header bytes above this → 431.
+    pub max_header_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -51,6 +55,8 @@ impl Default for LimitsConfig {
             max_body_bytes: 65_536,
             max_json_depth: 32,
             body_read_timeout_ms: 10_000,
+            max_headers: 100,
+            max_header_bytes: 16_384,
         }
     }
 }
@@ -60,6 +66,17 @@ impl Default for LimitsConfig {
 pub struct StateConfig {
     pub dir: PathBuf,
     pub idempotency_ttl_hours: u64,
+    /// `local` (durable file + in-process buckets) or `redis` (shared).
+    pub backend: StateBackend,
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    Local,
+    Redis,
 }
 
 impl Default for StateConfig {
@@ -67,6 +84,9 @@ impl Default for StateConfig {
         StateConfig {
             dir: PathBuf::from("var"),
             idempotency_ttl_hours: 24,
+            backend: StateBackend::Local,
+            redis_url: None,
+            redis_prefix: "aapgw:".into(),
         }
     }
 }
@@ -101,6 +121,23 @@ pub struct TenantConfig {
     pub backend: BackendConfig,
     #[serde(default)]
     pub quotas: QuotaConfig,
+    #[serde(default)]
+    pub rate_limit: RateLimitConfig,
+    #[serde(default)]
+    pub auth: Option<crate::auth::AuthConfig>,
+}
+
+/// HTTP-level token buckets (0 = off). Over budget → 429 + Retry-After.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Sustained requests per second for the whole tenant.
+    pub tenant_per_second: f64,
+    /// Burst size for the tenant bucket (default: one second's worth, min 1).
+    pub tenant_burst: u64,
+    /// Sustained requests per second for one caller (token subject, else client IP).
+    pub caller_per_second: f64,
+    pub caller_burst: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -240,6 +277,12 @@ impl Config {
         if self.state.idempotency_ttl_hours < 24 {
             return Err("state.idempotency_ttl_hours: must be at least 24 (AAP requires leads be deduplicated for at least 24 hours)".into());
         }
+        if l.max_headers == 0 || l.max_header_bytes < 1024 {
+            return Err("limits.max_headers / limits.max_header_bytes: need max_headers >= 1 and max_header_bytes >= 1024".into());
+        }
+        if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
+            return Err("state.redis_url: required when state.backend = \"redis\"".into());
+        }
         if self.tenants.is_empty() {
             return Err("tenants: at least one [[tenants]] entry is required".into());
         }
@@ -293,6 +336,52 @@ impl Config {
             }
             if t.session_idle_secs == 0 {
                 return Err(format!("{}: must be positive", at("session_idle_secs")));
+            }
+            let r = &t.rate_limit;
+            if !(r.tenant_per_second >= 0.0 && r.caller_per_second >= 0.0)
+                || !r.tenant_per_second.is_finite()
+                || !r.caller_per_second.is_finite()
+            {
+                return Err(format!(
+                    "{}: rates must be finite and >= 0",
+                    at("rate_limit")
+                ));
+            }
+            if let Some(a) = &t.auth {
+                if !(a.resource.starts_with("https://") || a.resource.starts_with("http://")) {
+                    return Err(format!(
+                        "{}: must be the absolute public URL of this endpoint",
+                        at("auth.resource")
+                    ));
+                }
+                if !a.resource.ends_with(&t.path) {
+                    return Err(format!(
+                        "{}: must end with the tenant path {}",
+                        at("auth.resource"),
+                        t.path
+                    ));
+                }
+                if a.authorization_servers.is_empty() {
+                    return Err(format!(
+                        "{}: name at least one authorization server",
+                        at("auth.authorization_servers")
+                    ));
+                }
+                for skill in a.tool_scopes.keys() {
+                    if crate::aap::skill::Skill::from_id(skill).is_none() {
+                        return Err(format!(
+                            "{}: unknown skill {skill:?}",
+                            at("auth.tool_scopes")
+                        ));
+                    }
+                }
+                if !self.resolve(&a.jwks_file).is_file() {
+                    return Err(format!(
+                        "{}: file {} does not exist",
+                        at("auth.jwks_file"),
+                        self.resolve(&a.jwks_file).display()
+                    ));
+                }
             }
             match &t.backend {
                 BackendConfig::Embedded(e) => {

@@ -6,11 +6,15 @@ use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
 use crate::aap::schemas::{SchemaSet, AAP_RELEASE};
 use crate::aap::skill::Skill;
+use crate::auth::{AuthMode, Authenticator};
+use crate::config::StateBackend;
 use crate::config::{BackendConfig, Config};
 use crate::http::{HttpRequest, HttpResponse};
 use crate::mcp::server::{CallerCtx, Endpoint, Outcome};
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
+use crate::state::redis::RedisState;
+use crate::state::Take;
 use crate::state::{Bucket, SharedState};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::Backend;
@@ -25,6 +29,8 @@ use std::time::{Duration, Instant};
 pub struct Runtime {
     pub config: Config,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
+    /// Protected-resource-metadata path → tenant path.
+    pub metadata: HashMap<String, String>,
     pub generation: u64,
 }
 
@@ -47,12 +53,22 @@ impl Runtime {
             .map_err(|e| BuildError(format!("schemas: {e}")))?,
         );
         let state_dir = config.state_dir();
-        let state: Arc<dyn SharedState> = Arc::new(
-            LocalState::open(&state_dir.join("idempotency.jsonl"))
-                .map_err(|e| BuildError(format!("state: {e}")))?,
-        );
+        let state: Arc<dyn SharedState> = match config.state.backend {
+            StateBackend::Local => Arc::new(
+                LocalState::open(&state_dir.join("idempotency.jsonl"))
+                    .map_err(|e| BuildError(format!("state: {e}")))?,
+            ),
+            StateBackend::Redis => Arc::new(
+                RedisState::new(
+                    config.state.redis_url.as_deref().unwrap_or_default(),
+                    &config.state.redis_prefix,
+                )
+                .map_err(|e| BuildError(format!("state.redis_url: {e}")))?,
+            ),
+        };
         let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
         let mut endpoints = HashMap::new();
+        let mut metadata: HashMap<String, String> = HashMap::new();
         for t in &config.tenants {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
             let backend: Arc<dyn Backend> = match &t.backend {
@@ -135,12 +151,24 @@ impl Runtime {
                 server_name: config.server.name.clone(),
                 max_body_bytes: config.limits.max_body_bytes,
                 max_json_depth: config.limits.max_json_depth,
+                auth: match &t.auth {
+                    Some(a) => Some(Arc::new(
+                        Authenticator::new(a.clone(), config.resolve(&a.jwks_file)).map_err(err)?,
+                    )),
+                    None => None,
+                },
+                tenant_bucket: bucket(t.rate_limit.tenant_per_second, t.rate_limit.tenant_burst),
+                caller_bucket: bucket(t.rate_limit.caller_per_second, t.rate_limit.caller_burst),
             };
+            if let Some(a) = &endpoint.auth {
+                metadata.insert(a.metadata_path(), t.path.clone());
+            }
             endpoints.insert(t.path.clone(), Arc::new(endpoint));
         }
         Ok(Runtime {
             config,
             endpoints,
+            metadata,
             generation,
         })
     }
@@ -171,19 +199,20 @@ impl Gateway {
         let rt = self.runtime.load_full();
         let correlation = correlation_id(&req);
         let mut out = Outcome::default();
-        let (tenant, resp) = match rt.endpoints.get(&req.path) {
-            Some(ep) => {
-                let caller = CallerCtx {
-                    scope: "anonymous",
-                    private: false,
-                };
-                let resp = ep.handle(&req, &caller, &mut out).await;
-                (Some(ep.tenant.as_str()), resp)
-            }
-            None => {
-                out.outcome = "no_route".into();
-                (None, not_found())
-            }
+        let (tenant, resp) = if let Some(ep) = rt.endpoints.get(&req.path) {
+            (Some(ep.tenant.as_str()), serve(ep, &req, &mut out).await)
+        } else if let Some(ep) = rt.metadata.get(&req.path).and_then(|p| rt.endpoints.get(p)) {
+            out.outcome = "metadata".into();
+            let resp = match (&ep.auth, req.method.as_str()) {
+                (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
+                    .with_header("cache-control", "max-age=300"),
+                _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
+                    .with_header("allow", "GET"),
+            };
+            (Some(ep.tenant.as_str()), resp)
+        } else {
+            out.outcome = "no_route".into();
+            (None, not_found())
         };
         let resp = resp.with_header("x-correlation-id", correlation.clone());
         tracing::info!(
@@ -212,6 +241,109 @@ impl Gateway {
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }
+}
+
+fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
+    if per_second <= 0.0 {
+        return None;
+    }
+    let capacity = if burst > 0 {
+        burst
+    } else {
+        per_second.ceil().max(1.0) as u64
+    };
+    Some(Bucket {
+        capacity,
+        per: Duration::from_secs_f64(capacity as f64 / per_second),
+    })
+}
+
+/// 429 with `Retry-After` in whole seconds (at least 1).
+fn throttled(retry_after_ms: u64, what: &str) -> HttpResponse {
+    let secs = retry_after_ms.div_ceil(1000).max(1);
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": crate::mcp::jsonrpc::code::RATE_LIMITED,
+        "message": format!("Too Many Requests: the {what} request budget is used up; retry after {secs} s"),
+        "data": {"retry_after_ms": retry_after_ms}
+    }});
+    HttpResponse::json(429, &body).with_header("retry-after", secs.to_string())
+}
+
+/// Take a token; `Some(response)` when throttled. Fails open (with a log
+/// line) if the shared state is unreachable, so a Redis outage does not
+/// take reads down.
+async fn limit(
+    ep: &Endpoint,
+    key: &str,
+    bucket: Option<Bucket>,
+    what: &str,
+) -> Option<HttpResponse> {
+    let bucket = bucket?;
+    match ep.contract.state.take(key, bucket).await {
+        Ok(Take::Allowed) => None,
+        Ok(Take::Limited { retry_after_ms }) => Some(throttled(retry_after_ms, what)),
+        Err(e) => {
+            tracing::warn!(error = %e, "rate-limit state unavailable; request allowed");
+            None
+        }
+    }
+}
+
+/// Admission (tenant budget, authentication, caller budget), then the MCP
+/// endpoint.
+async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    if let Some(r) = limit(
+        ep,
+        &format!("rl:tenant:{}", ep.tenant),
+        ep.tenant_bucket,
+        "tenant",
+    )
+    .await
+    {
+        out.outcome = "throttled".into();
+        return r;
+    }
+    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+    let principal = match auth {
+        Some(a) => match a.authenticate(
+            req.header_str("authorization"),
+            req.header_count("authorization"),
+        ) {
+            Ok(p) => p,
+            Err(denial) => {
+                out.outcome = "unauthorized".into();
+                return a.challenge(&denial);
+            }
+        },
+        None => None,
+    };
+    let scope = principal
+        .as_ref()
+        .map(|p| p.scope.clone())
+        .unwrap_or_else(|| "anonymous".into());
+    let limiter_key = match (&principal, req.peer_ip) {
+        (Some(p), _) => p.scope.clone(),
+        (None, Some(ip)) => format!("ip:{ip}"),
+        (None, None) => "ip:unknown".into(),
+    };
+    if let Some(r) = limit(
+        ep,
+        &format!("rl:caller:{}:{limiter_key}", ep.tenant),
+        ep.caller_bucket,
+        "caller",
+    )
+    .await
+    {
+        out.outcome = "throttled".into();
+        return r;
+    }
+    let caller = CallerCtx {
+        scope: &scope,
+        private: auth.is_some(),
+        auth,
+        principal: principal.as_ref(),
+    };
+    ep.handle(req, &caller, out).await
 }
 
 fn not_found() -> HttpResponse {

@@ -6,6 +6,7 @@
 //! routing) and `proxy` (the only module that knows Pingora).
 
 pub mod aap;
+pub mod auth;
 pub mod config;
 pub mod gateway;
 pub mod http;

@@ -81,6 +81,8 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     pub data: Option<Value>,
+    /// Extra response headers (e.g. `WWW-Authenticate`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl RpcError {
@@ -90,6 +92,7 @@ impl RpcError {
             code,
             message: message.into(),
             data: None,
+            headers: Vec::new(),
         }
     }
     pub fn with_data(mut self, data: Value) -> Self {

@@ -34,6 +34,9 @@ pub struct Endpoint {
     pub server_name: String,
     pub max_body_bytes: usize,
     pub max_json_depth: usize,
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
+    pub tenant_bucket: Option<crate::state::Bucket>,
+    pub caller_bucket: Option<crate::state::Bucket>,
 }
 
 /// What happened, for the access log and metrics. Never holds arguments.
@@ -55,6 +58,10 @@ pub struct CallerCtx<'a> {
     pub scope: &'a str,
     /// True when results depend on authorization (→ `cacheScope: private`).
     pub private: bool,
+    /// The tenant's authenticator and the verified principal, for per-tool
+    /// scope checks.
+    pub auth: Option<&'a crate::auth::Authenticator>,
+    pub principal: Option<&'a crate::auth::Principal>,
 }
 
 struct Reply {
@@ -96,7 +103,9 @@ impl Endpoint {
         out: &mut Outcome,
     ) -> HttpResponse {
         out.outcome = err.code.to_string();
-        HttpResponse::json(err.http_status, &err.to_body(id))
+        let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
+        resp.headers.extend(err.headers.iter().cloned());
+        resp
     }
 
     /// Serve one HTTP request addressed to this endpoint.
@@ -223,12 +232,14 @@ impl Endpoint {
             Err(e) => {
                 let body = e.to_body(id.as_ref());
                 out.outcome = e.code.to_string();
-                match framing {
+                let mut resp = match framing {
                     // Transport-level failures are plain JSON whatever Accept says.
                     _ if e.http_status != 200 => HttpResponse::json(e.http_status, &body),
                     ResponseMedia::Json => HttpResponse::json(200, &body),
                     ResponseMedia::EventStream => HttpResponse::sse(200, &body),
-                }
+                };
+                resp.headers.extend(e.headers);
+                resp
             }
         }
     }
@@ -504,6 +515,25 @@ impl Endpoint {
             .filter(|s| self.tools.iter().any(|t| t["name"] == s.tool_name()))
             .ok_or_else(|| RpcError::new(200, code::INVALID_PARAMS, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
+        if let Some(auth) = caller.auth {
+            if let Err(denial) = auth.authorize(skill.id(), caller.principal) {
+                let challenge = auth.challenge(&denial);
+                let mut e = RpcError::new(
+                    challenge.status,
+                    code::UNAUTHORIZED,
+                    match challenge.status {
+                        403 => "Forbidden: the access token lacks the scope this tool needs",
+                        _ => "Unauthorized: this tool needs an OAuth access token",
+                    },
+                );
+                e.headers = challenge
+                    .headers
+                    .into_iter()
+                    .filter(|(n, _)| n == "www-authenticate")
+                    .collect();
+                return Err(e);
+            }
+        }
         let arguments = params.and_then(|p| p.get("arguments"));
         let outcome = self.contract.execute(skill, arguments, caller.scope).await.map_err(|fault| match fault {
             UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),

@@ -4,6 +4,7 @@
 //! a single instance runs on the durable in-process default.
 
 pub mod local;
+pub mod redis;
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -1,0 +1,353 @@
+//! OAuth 2.1 resource-server checks for a tenant: bearer JWTs validated
+//! against a JWKS (rotation by `kid`), RFC 9728 protected resource metadata,
+//! and the 401/403 challenges MCP clients use to discover authorization.
+//!
+//! Tokens are never logged and never forwarded: the verified subject is the
+//! only thing that leaves this module.
+
+use crate::http::HttpResponse;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::RwLock;
+use std::time::{Duration, Instant, SystemTime};
+
+pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// No authorization: every request is anonymous.
+    #[default]
+    Off,
+    /// Tokens are validated when present; tools with scopes need one.
+    Optional,
+    /// Every request needs a valid token.
+    Required,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub mode: AuthMode,
+    /// The exact public MCP URL of this tenant (the RFC 8707 resource and
+    /// the required `aud`).
+    pub resource: String,
+    /// Accepted `iss`.
+    pub issuer: String,
+    pub authorization_servers: Vec<String>,
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    /// JWKS document (`{"keys":[…]}`), re-read when it changes or when a
+    /// token names an unknown `kid`.
+    pub jwks_file: PathBuf,
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: u64,
+    /// Scopes each skill needs, e.g. `{ "lead.submit" = ["leads:write"] }`.
+    #[serde(default)]
+    pub tool_scopes: BTreeMap<String, Vec<String>>,
+}
+
+fn default_leeway() -> u64 {
+    30
+}
+
+/// A verified caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Principal {
+    /// `sub:<subject>`, used as the caller scope for idempotency and limits.
+    pub scope: String,
+    pub scopes: HashSet<String>,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Denial {
+    /// No token where one is needed (401 without `error`).
+    Missing { scope: Option<String> },
+    /// Token present but unusable (401 `invalid_token`).
+    Invalid { description: &'static str },
+    /// Valid token without the needed scopes (403 `insufficient_scope`).
+    InsufficientScope { scope: String },
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<Vec<String>>,
+    #[serde(default)]
+    client_id: Option<String>,
+}
+
+struct KeyCache {
+    set: JwkSet,
+    modified: Option<SystemTime>,
+    checked: Instant,
+}
+
+pub struct Authenticator {
+    pub cfg: AuthConfig,
+    jwks_path: PathBuf,
+    keys: RwLock<KeyCache>,
+    metadata_url: String,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("mode", &self.cfg.mode)
+            .field("resource", &self.cfg.resource)
+            .finish()
+    }
+}
+
+/// Minimum time between JWKS re-reads triggered by unknown `kid`s.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+fn read_jwks(path: &PathBuf) -> Result<(JwkSet, Option<SystemTime>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let set: JwkSet =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a JWKS: {e}", path.display()))?;
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    Ok((set, modified))
+}
+
+/// `https://host/.well-known/oauth-protected-resource/<path>` for a resource URL.
+pub fn metadata_url(resource: &str) -> Option<String> {
+    let (scheme, rest) = resource.split_once("://")?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    Some(format!("{scheme}://{host}{PRM_PREFIX}{path}"))
+}
+
+impl Authenticator {
+    pub fn new(cfg: AuthConfig, jwks_path: PathBuf) -> Result<Authenticator, String> {
+        let metadata_url =
+            metadata_url(&cfg.resource).ok_or("auth.resource must be an absolute URL")?;
+        if cfg.authorization_servers.is_empty() {
+            return Err("auth.authorization_servers: name at least one".into());
+        }
+        let (set, modified) = read_jwks(&jwks_path)?;
+        Ok(Authenticator {
+            cfg,
+            jwks_path,
+            keys: RwLock::new(KeyCache {
+                set,
+                modified,
+                checked: Instant::now(),
+            }),
+            metadata_url,
+        })
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.cfg.mode
+    }
+
+    /// The path this tenant's metadata document is served at.
+    pub fn metadata_path(&self) -> String {
+        self.metadata_url
+            .split_once("://")
+            .and_then(|(_, r)| r.find('/').map(|i| r[i..].to_owned()))
+            .unwrap_or_else(|| PRM_PREFIX.to_owned())
+    }
+
+    /// RFC 9728 protected resource metadata.
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.cfg.resource,
+            "authorization_servers": self.cfg.authorization_servers,
+            "scopes_supported": self.cfg.scopes_supported,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "AAP MCP endpoint",
+        })
+    }
+
+    pub fn scopes_for(&self, skill_id: &str) -> Option<&Vec<String>> {
+        self.cfg.tool_scopes.get(skill_id).filter(|s| !s.is_empty())
+    }
+
+    /// Validate the `Authorization` header. `Ok(None)` means no token.
+    pub fn authenticate(
+        &self,
+        header: Option<&str>,
+        count: usize,
+    ) -> Result<Option<Principal>, Denial> {
+        if count > 1 {
+            return Err(Denial::Invalid {
+                description: "more than one Authorization header",
+            });
+        }
+        let Some(header) = header else {
+            return match self.cfg.mode {
+                AuthMode::Required => Err(Denial::Missing { scope: None }),
+                _ => Ok(None),
+            };
+        };
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(Denial::Invalid {
+                description: "expected a Bearer token",
+            })?;
+        self.verify(token).map(Some)
+    }
+
+    fn key_for(&self, kid: &str) -> Option<jsonwebtoken::jwk::Jwk> {
+        if let Some(k) = self.keys.read().ok()?.set.find(kid) {
+            return Some(k.clone());
+        }
+        // Unknown kid: the key may have rotated. Re-read the JWKS, at most
+        // once per REFRESH_EVERY, then look again.
+        let mut cache = self.keys.write().ok()?;
+        if cache.checked.elapsed() >= REFRESH_EVERY || self.changed(&cache) {
+            cache.checked = Instant::now();
+            match read_jwks(&self.jwks_path) {
+                Ok((set, modified)) => {
+                    cache.set = set;
+                    cache.modified = modified;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "JWKS refresh failed; keeping the previous keys")
+                }
+            }
+        }
+        cache.set.find(kid).cloned()
+    }
+
+    fn changed(&self, cache: &KeyCache) -> bool {
+        std::fs::metadata(&self.jwks_path)
+            .and_then(|m| m.modified())
+            .ok()
+            != cache.modified
+    }
+
+    fn verify(&self, token: &str) -> Result<Principal, Denial> {
+        let invalid = |description| Denial::Invalid { description };
+        let header = decode_header(token).map_err(|_| invalid("malformed token"))?;
+        let kid = header.kid.ok_or(invalid("token has no kid"))?;
+        let jwk = self.key_for(&kid).ok_or(invalid("unknown signing key"))?;
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| invalid("unusable signing key"))?;
+        let alg = match header.alg {
+            a @ (Algorithm::RS256
+            | Algorithm::RS384
+            | Algorithm::RS512
+            | Algorithm::ES256
+            | Algorithm::ES384
+            | Algorithm::PS256
+            | Algorithm::EdDSA) => a,
+            _ => return Err(invalid("unsupported algorithm")),
+        };
+        let mut v = Validation::new(alg);
+        v.leeway = self.cfg.leeway_secs;
+        v.validate_nbf = true;
+        v.set_issuer(&[self.cfg.issuer.as_str()]);
+        v.set_audience(&[self.cfg.resource.as_str()]);
+        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let data = decode::<Claims>(token, &key, &v).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            invalid(match e.kind() {
+                K::ExpiredSignature => "token expired",
+                K::ImmatureSignature => "token not yet valid",
+                K::InvalidAudience => "token audience is not this resource",
+                K::InvalidIssuer => "token issuer is not accepted",
+                K::InvalidSignature => "bad signature",
+                K::MissingRequiredClaim(_) => "token lacks a required claim",
+                _ => "token rejected",
+            })
+        })?;
+        let c = data.claims;
+        let subject = c
+            .sub
+            .or(c.client_id)
+            .ok_or(invalid("token has no subject"))?;
+        let mut scopes: HashSet<String> = c
+            .scope
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        scopes.extend(c.scp.unwrap_or_default());
+        Ok(Principal {
+            scope: format!("sub:{subject}"),
+            scopes,
+        })
+    }
+
+    /// Check that a principal (or anonymous caller) may use a skill.
+    pub fn authorize(&self, skill_id: &str, who: Option<&Principal>) -> Result<(), Denial> {
+        let Some(needed) = self.scopes_for(skill_id) else {
+            return Ok(());
+        };
+        let scope = needed.join(" ");
+        match who {
+            None => Err(Denial::Missing { scope: Some(scope) }),
+            Some(p) if needed.iter().all(|s| p.scopes.contains(s)) => Ok(()),
+            Some(_) => Err(Denial::InsufficientScope { scope }),
+        }
+    }
+
+    /// The HTTP response for a denial, with its `WWW-Authenticate` challenge.
+    pub fn challenge(&self, denial: &Denial) -> HttpResponse {
+        let mut parts = vec![format!("resource_metadata=\"{}\"", self.metadata_url)];
+        let (status, code, message) = match denial {
+            Denial::Missing { scope } => {
+                if let Some(s) = scope {
+                    parts.push(format!("scope=\"{s}\""));
+                }
+                (
+                    401,
+                    -32030,
+                    "Unauthorized: this operation needs an OAuth access token".to_string(),
+                )
+            }
+            Denial::Invalid { description } => {
+                parts.push("error=\"invalid_token\"".into());
+                parts.push(format!("error_description=\"{description}\""));
+                (401, -32030, format!("Unauthorized: {description}"))
+            }
+            Denial::InsufficientScope { scope } => {
+                parts.push("error=\"insufficient_scope\"".into());
+                parts.push(format!("scope=\"{scope}\""));
+                (
+                    403,
+                    -32030,
+                    format!("Forbidden: this operation needs scope {scope}"),
+                )
+            }
+        };
+        let body =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        HttpResponse::json(status, &body)
+            .with_header("www-authenticate", format!("Bearer {}", parts.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_url_inserts_well_known() {
+        assert_eq!(
+            metadata_url("https://api.example.com/aap/3.0.0/t/mcp").unwrap(),
+            "https://api.example.com/.well-known/oauth-protected-resource/aap/3.0.0/t/mcp"
+        );
+        assert_eq!(
+            metadata_url("http://h:8080").unwrap(),
+            "http://h:8080/.well-known/oauth-protected-resource"
+        );
+        assert!(metadata_url("not a url").is_none());
+    }
+}
