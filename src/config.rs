@@ -338,10 +338,8 @@ impl Config {
                 return Err(format!("{}: must be positive", at("session_idle_secs")));
             }
             let r = &t.rate_limit;
-            if !(r.tenant_per_second >= 0.0 && r.caller_per_second >= 0.0)
-                || !r.tenant_per_second.is_finite()
-                || !r.caller_per_second.is_finite()
-            {
+            let ok = |x: f64| x.is_finite() && x >= 0.0;
+            if !ok(r.tenant_per_second) || !ok(r.caller_per_second) {
                 return Err(format!(
                     "{}: rates must be finite and >= 0",
                     at("rate_limit")

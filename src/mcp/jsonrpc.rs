@@ -80,7 +80,7 @@ pub struct RpcError {
     pub http_status: u16,
     pub code: i64,
     pub message: String,
-    pub data: Option<Value>,
+    pub data: Option<Box<Value>>,
     /// Extra response headers (e.g. `WWW-Authenticate`).
     pub headers: Vec<(String, String)>,
 }
@@ -96,7 +96,7 @@ impl RpcError {
         }
     }
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
     pub fn parse(message: impl Into<String>) -> Self {
@@ -118,7 +118,7 @@ impl RpcError {
         error.insert("code".into(), Value::from(self.code));
         error.insert("message".into(), Value::from(self.message.clone()));
         if let Some(data) = &self.data {
-            error.insert("data".into(), data.clone());
+            error.insert("data".into(), (**data).clone());
         }
         let mut body = Map::new();
         body.insert("jsonrpc".into(), Value::from("2.0"));
