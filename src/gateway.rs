@@ -189,6 +189,12 @@ impl Gateway {
         self.runtime.load().config.limits.max_body_bytes
     }
 
+    /// (max header count, max total header bytes).
+    pub fn header_limits(&self) -> (usize, usize) {
+        let l = &self.runtime.load().config.limits;
+        (l.max_headers, l.max_header_bytes)
+    }
+
     pub fn body_read_timeout(&self) -> Duration {
         Duration::from_millis(self.runtime.load().config.limits.body_read_timeout_ms)
     }

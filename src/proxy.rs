@@ -121,6 +121,19 @@ impl ProxyHttp for Ingress {
     }
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
+        let (max_headers, max_header_bytes) = self.gateway.header_limits();
+        let headers = &session.req_header().headers;
+        let header_bytes: usize = headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 4)
+            .sum();
+        if headers.len() > max_headers || header_bytes > max_header_bytes {
+            let err = crate::mcp::jsonrpc::RpcError::new(431, crate::mcp::jsonrpc::code::INVALID_REQUEST, format!(
+                "Request Header Fields Too Large: at most {max_headers} headers and {max_header_bytes} bytes"));
+            session.set_keepalive(None);
+            write(session, HttpResponse::json(431, &err.to_body(None))).await?;
+            return Ok(true);
+        }
         let limit = self.gateway.max_body_bytes();
         let resp = match read_body(session, limit, self.gateway.body_read_timeout()).await {
             Ok(body) => {

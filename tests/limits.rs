@@ -1,0 +1,161 @@
+//! HTTP-level throttling, shared state on a real Redis, hardening limits.
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/setup.sh installs it)");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Redis { child, port };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis did not start");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+fn list(gw: &Gateway) -> Resp {
+    gw.rpc(&[], &modern("tools/list", json!({})))
+}
+
+#[test]
+fn caller_budget_429_then_recovery() {
+    let cfg = config_with(
+        "[tenants.rate_limit]\ncaller_per_second = 2.0\ncaller_burst = 3\n",
+        "",
+        "",
+    );
+    let gw = Gateway::start_with(&cfg);
+    for i in 0..3 {
+        assert_eq!(list(&gw).status, 200, "request {i}");
+    }
+    let r = list(&gw);
+    assert_eq!(r.status, 429, "{}", r.text());
+    let secs: u64 = r
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!(secs >= 1);
+    assert!(
+        r.json()["error"]["data"]["retry_after_ms"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(list(&gw).status, 200, "the bucket refills");
+}
+
+#[test]
+fn two_instances_share_one_redis_budget_and_idempotency() {
+    let redis = Redis::start();
+    let top = format!("[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\nredis_prefix = \"t{}:\"\n", redis.port, uuid::Uuid::new_v4().simple());
+    // The shipped config already has a [state] table: merge our keys into it.
+    let cfg = config_with(
+        "[tenants.rate_limit]\ntenant_per_second = 0.01\ntenant_burst = 6\n",
+        "",
+        "",
+    )
+    .replace(
+        "idempotency_ttl_hours = 24\n",
+        &format!(
+            "idempotency_ttl_hours = 24\n{}",
+            top.trim_start_matches("[state]\n")
+        ),
+    );
+    let a = Gateway::start_with(&cfg);
+    let b = Gateway::start_with(&cfg);
+    // One lead through A, replayed through B: one lead in total.
+    let key = uuid::Uuid::new_v4().to_string();
+    let (_, first) = a.call_sc("aap_lead_submit", lead(&key));
+    let (err, again) = b.call_sc("aap_lead_submit", lead(&key));
+    assert!(!err, "{again}");
+    assert_eq!(first, again, "instance B replays A's result from Redis");
+    assert_eq!(leads_in(&a.state) + leads_in(&b.state), 1);
+    // 2 requests used; 4 more fit in the shared budget, then both refuse.
+    for gw in [&a, &b, &a, &b] {
+        assert_eq!(list(gw).status, 200);
+    }
+    assert_eq!(list(&a).status, 429);
+    assert_eq!(list(&b).status, 429);
+    drop(redis);
+}
+
+#[test]
+fn oversized_headers_and_slow_bodies() {
+    let gw = Gateway::start();
+    let body = modern("tools/list", json!({})).to_string();
+    let big = "x".repeat(20_000);
+    let r = try_request(
+        gw.port,
+        "POST",
+        ENDPOINT,
+        &[("Content-Type", "application/json"), ("X-Big", &big)],
+        body.as_bytes(),
+    );
+    assert!(
+        matches!(r, Ok(ref r) if r.status == 431 || r.status == 400) || r.is_err(),
+        "{r:?}"
+    );
+    let many: Vec<(String, String)> = (0..150).map(|i| (format!("X-H{i}"), "v".into())).collect();
+    let mut h: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
+    h.extend(many.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let r = request(gw.port, "POST", ENDPOINT, &h, body.as_bytes());
+    assert_eq!(r.status, 431, "{}", r.text());
+    // Deep JSON and long strings are refused with a clear error.
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{{\"x\":{}{}}}}}",
+        "[".repeat(100),
+        "]".repeat(100)
+    );
+    let r = gw.post(&[], &deep);
+    assert_eq!((r.status, r.error_code()), (400, -32700));
+    // A body that never finishes arrives too slowly: 408, and the server keeps serving.
+    let cfg = config_with("", "", "")
+        .replace("body_read_timeout_ms = 10000", "body_read_timeout_ms = 500");
+    let slow = Gateway::start_with(&cfg);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", slow.port)).unwrap();
+    use std::io::{Read, Write};
+    s.write_all(format!("POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"").as_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    assert_eq!(list(&slow).status, 200);
+}
