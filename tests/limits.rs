@@ -28,12 +28,15 @@ impl Redis {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (scripts/setup.sh installs it)");
+        let mut redis = Redis { child, port };
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Redis { child, port };
+                return redis;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        redis.child.kill().ok();
+        redis.child.wait().ok();
         panic!("redis did not start");
     }
 }
