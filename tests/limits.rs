@@ -54,10 +54,9 @@ fn list(gw: &Gateway) -> Resp {
 
 #[test]
 fn caller_budget_429_then_recovery() {
-    let cfg = config_with(
-        "[tenants.rate_limit]\ncaller_per_second = 2.0\ncaller_burst = 3\n",
-        "",
-        "",
+    let cfg = config_with("", "", "").replace(
+        "caller_per_second = 0.0\ncaller_burst = 0",
+        "caller_per_second = 2.0\ncaller_burst = 3",
     );
     let gw = Gateway::start_with(&cfg);
     for i in 0..3 {
@@ -84,20 +83,20 @@ fn caller_budget_429_then_recovery() {
 #[test]
 fn two_instances_share_one_redis_budget_and_idempotency() {
     let redis = Redis::start();
-    let top = format!("[state]\nbackend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\nredis_prefix = \"t{}:\"\n", redis.port, uuid::Uuid::new_v4().simple());
-    // The shipped config already has a [state] table: merge our keys into it.
-    let cfg = config_with(
-        "[tenants.rate_limit]\ntenant_per_second = 0.01\ntenant_burst = 6\n",
-        "",
-        "",
-    )
-    .replace(
-        "idempotency_ttl_hours = 24\n",
-        &format!(
-            "idempotency_ttl_hours = 24\n{}",
-            top.trim_start_matches("[state]\n")
-        ),
+    let state = format!(
+        "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\n",
+        redis.port
     );
+    let cfg = config_with("", "", "")
+        .replace("backend = \"local\"\n", &state)
+        .replace(
+            "redis_prefix = \"aapgw:\"",
+            &format!("redis_prefix = \"t{}:\"", uuid::Uuid::new_v4().simple()),
+        )
+        .replace(
+            "tenant_per_second = 0.0\ntenant_burst = 0",
+            "tenant_per_second = 0.01\ntenant_burst = 6",
+        );
     let a = Gateway::start_with(&cfg);
     let b = Gateway::start_with(&cfg);
     // One lead through A, replayed through B: one lead in total.
