@@ -28,15 +28,28 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct Runtime {
     pub config: Config,
+    pub state: Arc<dyn SharedState>,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
     /// Protected-resource-metadata path → tenant path.
     pub metadata: HashMap<String, String>,
     pub generation: u64,
 }
 
-#[derive(Debug)]
+/// Re-reads the configuration source (the file plus CLI overrides).
+pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
+    loader: Option<ConfigLoader>,
+    reload_lock: std::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("generation", &self.runtime.load().generation)
+            .finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +58,17 @@ pub struct BuildError(pub String);
 
 impl Runtime {
     pub fn build(config: Config, generation: u64) -> Result<Runtime, BuildError> {
+        Self::build_from(config, generation, None)
+    }
+
+    /// Build a runtime; on reload, `previous` lends what must outlive a
+    /// config generation: the shared state, unchanged backends (their lead
+    /// logs and cursor keys) and legacy sessions.
+    pub fn build_from(
+        config: Config,
+        generation: u64,
+        previous: Option<&Runtime>,
+    ) -> Result<Runtime, BuildError> {
         let schemas = Arc::new(
             match &config.schemas.dir {
                 Some(dir) => SchemaSet::from_dir(&config.resolve(dir)),
@@ -53,12 +77,23 @@ impl Runtime {
             .map_err(|e| BuildError(format!("schemas: {e}")))?,
         );
         let state_dir = config.state_dir();
-        let state: Arc<dyn SharedState> = match config.state.backend {
-            StateBackend::Local => Arc::new(
+        let state_key = |c: &Config| {
+            format!(
+                "{:?}|{:?}|{:?}|{}",
+                c.state_dir(),
+                c.state.backend,
+                c.state.redis_url,
+                c.state.redis_prefix
+            )
+        };
+        let reuse_state = previous.filter(|p| state_key(&p.config) == state_key(&config));
+        let state: Arc<dyn SharedState> = match (reuse_state, config.state.backend) {
+            (Some(p), _) => p.state.clone(),
+            (None, StateBackend::Local) => Arc::new(
                 LocalState::open(&state_dir.join("idempotency.jsonl"))
                     .map_err(|e| BuildError(format!("state: {e}")))?,
             ),
-            StateBackend::Redis => Arc::new(
+            (None, StateBackend::Redis) => Arc::new(
                 RedisState::new(
                     config.state.redis_url.as_deref().unwrap_or_default(),
                     &config.state.redis_prefix,
@@ -71,8 +106,16 @@ impl Runtime {
         let mut metadata: HashMap<String, String> = HashMap::new();
         for t in &config.tenants {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
-            let backend: Arc<dyn Backend> = match &t.backend {
-                BackendConfig::Embedded(e) => {
+            let before = previous.and_then(|p| {
+                let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
+                p.endpoints.get(&old.path).map(|ep| (old, ep))
+            });
+            let same_backend = before.filter(|(old, _)| {
+                reuse_state.is_some() && format!("{:?}", old.backend) == format!("{:?}", t.backend)
+            });
+            let backend: Arc<dyn Backend> = match (&t.backend, same_backend) {
+                (_, Some((_, ep))) => ep.contract.backend.clone(),
+                (BackendConfig::Embedded(e), None) => {
                     let key = match &e.cursor_secret {
                         Some(s) => s.as_bytes().to_vec(),
                         None => [
@@ -138,10 +181,14 @@ impl Runtime {
                 path: t.path.clone(),
                 allowed_origins: t.allowed_origins.clone(),
                 sessions: t.legacy_sessions.then(|| {
-                    Arc::new(SessionStore::new(
-                        Duration::from_secs(t.session_idle_secs),
-                        100_000,
-                    ))
+                    before
+                        .and_then(|(_, ep)| ep.sessions.clone())
+                        .unwrap_or_else(|| {
+                            Arc::new(SessionStore::new(
+                                Duration::from_secs(t.session_idle_secs),
+                                100_000,
+                            ))
+                        })
                 }),
                 tools,
                 page_size: t.tools_page_size,
@@ -166,6 +213,7 @@ impl Runtime {
             endpoints.insert(t.path.clone(), Arc::new(endpoint));
         }
         Ok(Runtime {
+            state,
             config,
             endpoints,
             metadata,
@@ -176,9 +224,47 @@ impl Runtime {
 
 impl Gateway {
     pub fn new(runtime: Runtime) -> Gateway {
+        crate::metrics::METRICS
+            .config_generation
+            .set(runtime.generation as i64);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
+            loader: None,
+            reload_lock: std::sync::Mutex::new(()),
         }
+    }
+
+    pub fn with_loader(mut self, loader: ConfigLoader) -> Gateway {
+        self.loader = Some(loader);
+        self
+    }
+
+    /// Re-read the configuration and swap it in. In-flight requests finish
+    /// on the runtime they started with; an invalid config is refused and
+    /// the current one keeps serving.
+    pub fn reload_from_source(&self) -> Result<u64, String> {
+        let _one_at_a_time = self.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let result = (|| {
+            let loader = self
+                .loader
+                .as_ref()
+                .ok_or("no configuration source to reload from")?;
+            let config = loader()?;
+            self.reload(config).map_err(|e| e.to_string())
+        })();
+        let m = &crate::metrics::METRICS;
+        match &result {
+            Ok(g) => {
+                m.reloads.with_label_values(&["ok"]).inc();
+                m.config_generation.set(*g as i64);
+                tracing::info!(generation = g, "configuration reloaded");
+            }
+            Err(e) => {
+                m.reloads.with_label_values(&["rejected"]).inc();
+                tracing::error!(error = %e, "configuration reload rejected; the previous configuration keeps serving");
+            }
+        }
+        result
     }
 
     pub fn runtime(&self) -> Arc<Runtime> {
@@ -221,6 +307,12 @@ impl Gateway {
             (None, not_found())
         };
         let resp = resp.with_header("x-correlation-id", correlation.clone());
+        crate::metrics::record(
+            tenant.unwrap_or("-"),
+            &out,
+            resp.status,
+            started.elapsed().as_secs_f64(),
+        );
         tracing::info!(
             target: "access",
             correlation_id = %correlation,
@@ -242,8 +334,16 @@ impl Gateway {
 
     /// Build a new runtime from a config and swap it in atomically.
     pub fn reload(&self, config: Config) -> Result<u64, BuildError> {
-        let generation = self.runtime.load().generation + 1;
-        let rt = Runtime::build(config, generation)?;
+        let current = self.runtime.load_full();
+        let generation = current.generation + 1;
+        if config.server.listen != current.config.server.listen
+            || config.server.admin_listen != current.config.server.admin_listen
+        {
+            tracing::warn!(
+                "listen addresses cannot change on reload; restart (or upgrade) to move them"
+            );
+        }
+        let rt = Runtime::build_from(config, generation, Some(&current))?;
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod gateway;
 pub mod http;
 pub mod mcp;
+pub mod metrics;
 pub mod proxy;
 pub mod state;
 pub mod upstream;

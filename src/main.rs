@@ -135,11 +135,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        None | Some(Command::Run) => run(cfg, &cli.config),
+        None | Some(Command::Run) => run(cfg, &cli),
     }
 }
 
-fn run(cfg: Config, path: &std::path::Path) -> ExitCode {
+fn run(cfg: Config, cli: &Cli) -> ExitCode {
+    let path = cli.config.as_path();
     init_logging();
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
@@ -152,7 +153,15 @@ fn run(cfg: Config, path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let gateway = Arc::new(Gateway::new(runtime));
+    let source = Cli {
+        config: cli.config.clone(),
+        listen: cli.listen.clone(),
+        admin_listen: cli.admin_listen.clone(),
+        state_dir: cli.state_dir.clone(),
+        command: None,
+    };
+    let gateway = Arc::new(Gateway::new(runtime).with_loader(Box::new(move || load(&source))));
+    reload_on_sighup(gateway.clone());
     let conf = ServerConf {
         threads,
         pid_file: state_dir.join("aap-gateway.pid").display().to_string(),
@@ -184,4 +193,37 @@ fn run(cfg: Config, path: &std::path::Path) -> ExitCode {
     server.add_service(admin);
     tracing::info!(listen = %listen, admin_listen = %admin_listen, "aap-gateway started");
     server.run_forever()
+}
+
+/// SIGHUP re-reads the configuration (like `POST /reload` on the admin port).
+fn reload_on_sighup(gateway: Arc<Gateway>) {
+    let spawned = std::thread::Builder::new()
+        .name("sighup".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP reload unavailable");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                    tracing::error!(
+                        "cannot listen for SIGHUP; use POST /reload on the admin listener"
+                    );
+                    return;
+                };
+                while hup.recv().await.is_some() {
+                    let _ = gateway.reload_from_source();
+                }
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "SIGHUP reload unavailable");
+    }
 }

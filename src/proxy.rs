@@ -165,8 +165,29 @@ impl ProxyHttp for Admin {
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
         let path = session.req_header().uri.path().to_owned();
+        let method = session.req_header().method.as_str().to_owned();
+        if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
+            let resp = match self.gateway.reload_from_source() {
+                Ok(g) => HttpResponse::json(
+                    200,
+                    &serde_json::json!({"status": "reloaded", "config_generation": g}),
+                ),
+                Err(e) => HttpResponse::json(
+                    422,
+                    &serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.runtime().generation}),
+                ),
+            };
+            write(session, resp).await?;
+            return Ok(true);
+        }
         let rt = self.gateway.runtime();
         let resp = match path.as_str() {
+            "/metrics" => {
+                let mut r =
+                    HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
+                r.body = Bytes::from(crate::metrics::render());
+                r
+            }
             "/healthz" => HttpResponse::json(200, &serde_json::json!({"status": "ok"})),
             "/readyz" => HttpResponse::json(
                 200,

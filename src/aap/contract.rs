@@ -283,7 +283,13 @@ impl Contract {
             caller,
             idempotency_ref: idem,
         };
-        let payload = match self.backend.call(call).await {
+        let started = std::time::Instant::now();
+        let answer = self.backend.call(call).await;
+        crate::metrics::METRICS
+            .upstream_latency
+            .with_label_values(&[self.cfg.tenant.as_str(), self.backend.kind(), skill.id()])
+            .observe(started.elapsed().as_secs_f64());
+        let payload = match answer {
             Ok(p) => p,
             Err(BackendError::Unavailable(why)) => {
                 tracing::warn!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend unavailable");

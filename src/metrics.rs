@@ -1,0 +1,165 @@
+//! Prometheus metrics, exposed on the admin listener at `/metrics`.
+//!
+//! Labels never carry request values: tenant ids, revisions, skill ids,
+//! outcome codes and statuses come from small closed sets.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+use std::sync::LazyLock;
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub requests: IntCounterVec,
+    pub latency: HistogramVec,
+    pub upstream_latency: HistogramVec,
+    pub filled: IntCounterVec,
+    pub conflicts: IntCounterVec,
+    pub schema_rejections: IntCounterVec,
+    pub throttled: IntCounterVec,
+    pub replays: IntCounterVec,
+    pub config_generation: IntGauge,
+    pub reloads: IntCounterVec,
+}
+
+const BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    r.register(Box::new(c.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
+    c
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
+        labels,
+    )
+    .unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    r.register(Box::new(h.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
+    h
+}
+
+/// The process-wide metrics (definitions are static, so construction
+/// cannot fail at run time once it has succeeded in tests).
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let r = Registry::new();
+    let config_generation = IntGauge::new(
+        "aap_config_generation",
+        "Generation of the configuration being served",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    r.register(Box::new(config_generation.clone()))
+        .unwrap_or_else(|e| panic!("register: {e}"));
+    Metrics {
+        requests: counter(
+            &r,
+            "aap_requests_total",
+            "Requests by tenant, binding, MCP revision, skill, outcome code and HTTP status",
+            &[
+                "tenant", "binding", "revision", "skill", "outcome", "status",
+            ],
+        ),
+        latency: histogram(
+            &r,
+            "aap_request_duration_seconds",
+            "Time in the gateway per request, including the backend",
+            &["tenant"],
+        ),
+        upstream_latency: histogram(
+            &r,
+            "aap_upstream_duration_seconds",
+            "Backend call time",
+            &["tenant", "backend", "skill"],
+        ),
+        filled: counter(
+            &r,
+            "aap_header_normalizations_total",
+            "Mirror headers the gateway derived because the client omitted them",
+            &["tenant", "header"],
+        ),
+        conflicts: counter(
+            &r,
+            "aap_header_conflicts_total",
+            "Requests rejected with HeaderMismatch (-32020)",
+            &["tenant"],
+        ),
+        schema_rejections: counter(
+            &r,
+            "aap_schema_rejections_total",
+            "Tool calls rejected by argument validation",
+            &["tenant", "skill", "code"],
+        ),
+        throttled: counter(
+            &r,
+            "aap_throttled_total",
+            "Requests refused by HTTP rate limits or skill quotas",
+            &["tenant", "kind"],
+        ),
+        replays: counter(
+            &r,
+            "aap_idempotent_replays_total",
+            "Lead submissions answered from the idempotency store",
+            &["tenant"],
+        ),
+        reloads: counter(
+            &r,
+            "aap_config_reloads_total",
+            "Configuration reload attempts by result",
+            &["result"],
+        ),
+        config_generation,
+        registry: r,
+    }
+});
+
+/// The text exposition of every metric.
+pub fn render() -> String {
+    let mut buf = Vec::new();
+    let _ = TextEncoder::new().encode(&METRICS.registry.gather(), &mut buf);
+    String::from_utf8(buf).unwrap_or_default()
+}
+
+/// Record one finished request.
+pub fn record(tenant: &str, out: &crate::mcp::server::Outcome, status: u16, seconds: f64) {
+    let m = &*METRICS;
+    let skill = out.skill.unwrap_or("-");
+    m.requests
+        .with_label_values(&[
+            tenant,
+            "mcp",
+            out.revision.unwrap_or("-"),
+            skill,
+            out.outcome.as_str(),
+            &status.to_string(),
+        ])
+        .inc();
+    m.latency.with_label_values(&[tenant]).observe(seconds);
+    for h in &out.filled {
+        m.filled.with_label_values(&[tenant, h]).inc();
+    }
+    match out.outcome.as_str() {
+        "-32020" => m.conflicts.with_label_values(&[tenant]).inc(),
+        "replay" => m.replays.with_label_values(&[tenant]).inc(),
+        "throttled" => m.throttled.with_label_values(&[tenant, "http"]).inc(),
+        "RATE_LIMITED" => m
+            .throttled
+            .with_label_values(&[tenant, "skill_quota"])
+            .inc(),
+        code @ ("SCHEMA_VALIDATION_FAILED"
+        | "MISSING_REQUIRED_FIELD"
+        | "UNSUPPORTED_FILTER"
+        | "INVALID_CONDITION"
+        | "INVALID_CONSENT"
+        | "CONTACT_CONSENT_REQUIRED") => m
+            .schema_rejections
+            .with_label_values(&[tenant, skill, code])
+            .inc(),
+        _ => {}
+    }
+}
