@@ -8,6 +8,8 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if ((${#missing[@]})); then
   echo "== installing system packages: ${missing[*]}"
   SUDO=""

@@ -35,6 +35,18 @@ pub struct ServerConfig {
     pub threads: usize,
     #[serde(default = "default_server_name")]
     pub name: String,
+    /// Terminate TLS (rustls) on `listen`. Absent: plaintext HTTP.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -261,6 +273,16 @@ impl Config {
     fn validate(&self) -> Result<(), String> {
         check_addr("server.listen", &self.server.listen)?;
         check_addr("server.admin_listen", &self.server.admin_listen)?;
+        if let Some(tls) = &self.server.tls {
+            for (k, p) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
+                if !self.resolve(p).is_file() {
+                    return Err(format!(
+                        "server.tls.{k}: file {} does not exist",
+                        self.resolve(p).display()
+                    ));
+                }
+            }
+        }
         if self.server.threads == 0 || self.server.threads > 256 {
             return Err("server.threads: must be between 1 and 256".into());
         }

@@ -24,6 +24,10 @@ struct Cli {
     /// Override state.dir (idempotency records and embedded leads).
     #[arg(long, global = true)]
     state_dir: Option<PathBuf>,
+    /// Graceful upgrade: take over the listening sockets of a running
+    /// instance (start this, then send SIGQUIT to the old process).
+    #[arg(long)]
+    upgrade: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -145,6 +149,12 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
     let threads = cfg.server.threads;
+    let tls = cfg.server.tls.as_ref().map(|t| {
+        (
+            cfg.resolve(&t.cert_file).display().to_string(),
+            cfg.resolve(&t.key_file).display().to_string(),
+        )
+    });
     let state_dir = cfg.state_dir();
     let runtime = match Runtime::build(cfg, 1) {
         Ok(rt) => rt,
@@ -158,6 +168,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         listen: cli.listen.clone(),
         admin_listen: cli.admin_listen.clone(),
         state_dir: cli.state_dir.clone(),
+        upgrade: false,
         command: None,
     };
     let gateway = Arc::new(Gateway::new(runtime).with_loader(Box::new(move || load(&source))));
@@ -173,7 +184,11 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         graceful_shutdown_timeout_seconds: Some(10),
         ..Default::default()
     };
-    let mut server = Server::new_with_opt_and_conf(None, conf);
+    let opt = pingora::server::configuration::Opt {
+        upgrade: cli.upgrade,
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
     let mut ingress = http_proxy_service(
         &server.configuration,
@@ -181,7 +196,18 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
             gateway: gateway.clone(),
         },
     );
-    ingress.add_tcp(&listen);
+    match &tls {
+        Some((cert, key)) => {
+            if let Err(e) = ingress.add_tls(&listen, cert, key) {
+                eprintln!(
+                    "aap-gateway: config error in {}: server.tls: {e}",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+        None => ingress.add_tcp(&listen),
+    }
     let mut admin = http_proxy_service(
         &server.configuration,
         Admin {

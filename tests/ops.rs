@@ -225,3 +225,56 @@ fn reload_keeps_idempotency_and_sessions() {
         "sessions survive a reload"
     );
 }
+
+#[test]
+fn tls_termination_with_a_test_ca() {
+    let dir = temp_dir("tls");
+    let sh = format!(
+        "set -e; cd {d}; \
+         openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=aap-test-ca 2>/dev/null; \
+         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null; \
+         printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf; \
+         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null",
+        d = dir.display()
+    );
+    assert!(std::process::Command::new("sh")
+        .args(["-c", &sh])
+        .status()
+        .unwrap()
+        .success());
+    let cfg = config_with("", "", "").replace(
+        "name = \"aap-gateway\"\n",
+        &format!(
+            "name = \"aap-gateway\"\ntls = {{ cert_file = {:?}, key_file = {:?} }}\n",
+            dir.join("server.pem"),
+            dir.join("server.key")
+        ),
+    );
+    let gw = Gateway::start_with(&cfg);
+    let body = modern("tools/list", json!({})).to_string();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--cacert"])
+        .arg(dir.join("ca.pem"))
+        .args(["-H", "Content-Type: application/json", "--data", &body])
+        .arg(format!("https://127.0.0.1:{}{ENDPOINT}", gw.port))
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["tools"].as_array().unwrap().len(), 5);
+    // Plain HTTP on the TLS port is not served.
+    assert!(try_request(
+        gw.port,
+        "POST",
+        ENDPOINT,
+        &[("Content-Type", "application/json")],
+        body.as_bytes()
+    )
+    .map(|r| r.status != 200)
+    .unwrap_or(true));
+    std::fs::remove_dir_all(dir).ok();
+}
