@@ -47,17 +47,30 @@ fn hostile_bodies_get_clear_errors() {
         let r = send(&gw, "", &body).unwrap_or_else(|| panic!("{what}: no response"));
         assert_eq!(r.status, status, "{what}: {}", r.text());
         assert_eq!(r.error_code(), code, "{what}");
-        assert!(!r.text().contains("panicked") && !r.text().contains("src/"), "{what}: internals leaked");
+        assert!(
+            !r.text().contains("panicked") && !r.text().contains("src/"),
+            "{what}: internals leaked"
+        );
     }
     // Ids of every allowed type are echoed exactly.
-    for id in [json!("a-string"), json!(0), json!(-7), json!(9007199254740993u64), json!("")] {
+    for id in [
+        json!("a-string"),
+        json!(0),
+        json!(-7),
+        json!(9007199254740993u64),
+        json!(""),
+    ] {
         let mut b = modern("tools/list", json!({}));
         b["id"] = id.clone();
         let r = gw.rpc(&[], &b);
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["id"], id);
     }
-    assert_eq!(gw.rpc(&[], &modern("tools/list", json!({}))).status, 200, "still serving");
+    assert_eq!(
+        gw.rpc(&[], &modern("tools/list", json!({}))).status,
+        200,
+        "still serving"
+    );
 }
 
 #[test]
@@ -66,15 +79,29 @@ fn hostile_headers_get_clear_errors() {
     let valid = modern("tools/list", json!({})).to_string();
     // CRLF injection in a header value cannot smuggle a header: the request
     // line framing breaks instead, and the server answers or closes.
-    let r = send(&gw, "Mcp-Method: tools/list\r\nX-Injected: 1\r\n", valid.as_bytes()).unwrap();
+    let r = send(
+        &gw,
+        "Mcp-Method: tools/list\r\nX-Injected: 1\r\n",
+        valid.as_bytes(),
+    )
+    .unwrap();
     assert_eq!(r.status, 200, "a real second header is just a header");
-    let r = send(&gw, "Mcp-Method: tools/list\rX-Evil: 1\r\n", valid.as_bytes());
+    let r = send(
+        &gw,
+        "Mcp-Method: tools/list\rX-Evil: 1\r\n",
+        valid.as_bytes(),
+    );
     assert!(r.as_ref().map(|r| r.status >= 400).unwrap_or(true), "{r:?}");
     // Very long values.
     let long = "a".repeat(8000);
     let r = send(&gw, &format!("Mcp-Method: {long}\r\n"), valid.as_bytes()).unwrap();
     assert_eq!((r.status, r.error_code()), (400, -32020));
-    let r = send(&gw, &format!("Mcp-Name: =?base64?{}?=\r\n", "QUFB".repeat(2000)), valid.as_bytes()).unwrap();
+    let r = send(
+        &gw,
+        &format!("Mcp-Name: =?base64?{}?=\r\n", "QUFB".repeat(2000)),
+        valid.as_bytes(),
+    )
+    .unwrap();
     assert_eq!((r.status, r.error_code()), (400, -32020));
     // Control and non-ASCII bytes in mirror headers.
     let mut req = head("Mcp-Method: tools/\x01list\r\n", valid.len()).into_bytes();
@@ -89,5 +116,9 @@ fn hostile_headers_get_clear_errors() {
     // only until the read timeout, which the limits test covers).
     let r = send(&gw, "MCP-Protocol-Version: \r\n", valid.as_bytes()).unwrap();
     assert!(r.status == 400, "{}", r.text());
-    assert_eq!(gw.rpc(&[], &modern("tools/list", json!({}))).status, 200, "still serving");
+    assert_eq!(
+        gw.rpc(&[], &modern("tools/list", json!({}))).status,
+        200,
+        "still serving"
+    );
 }

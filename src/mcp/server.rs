@@ -540,17 +540,23 @@ impl Endpoint {
             UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
         })?;
         out.outcome = outcome.outcome.clone();
-        let text = serde_json::to_string(&outcome.payload).unwrap_or_default();
-        Ok(json!({
-            "content": [{ "type": "text", "text": text }],
-            "structuredContent": outcome.payload,
-            "isError": outcome.is_error,
-        }))
+        Ok(tool_result(outcome.payload, outcome.is_error))
     }
 }
 
+/// A tools/call result: the payload in `structuredContent` and, serialized,
+/// in one text block, so both representations always agree.
+pub fn tool_result(payload: Value, is_error: bool) -> Value {
+    let text = serde_json::to_string(&payload).unwrap_or_default();
+    json!({
+        "content": [{ "type": "text", "text": text }],
+        "structuredContent": payload,
+        "isError": is_error,
+    })
+}
+
 /// Add the revision-specific result fields.
-fn finish(rev: Revision, mut result: Value, server_name: &str) -> Value {
+pub fn finish(rev: Revision, mut result: Value, server_name: &str) -> Value {
     if rev == Revision::Modern {
         if let Some(obj) = result.as_object_mut() {
             obj.insert("resultType".into(), json!("complete"));

@@ -1,0 +1,76 @@
+//! Per-operation cost of the protocol core (criterion):
+//! envelope parse, header normalization, argument validation, result shaping.
+//! Run: `cargo bench --bench core`.
+
+use aap_gateway::aap::schemas::SchemaSet;
+use aap_gateway::aap::skill::Skill;
+use aap_gateway::mcp::headers::read_mirror_headers;
+use aap_gateway::mcp::jsonrpc::parse_message;
+use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
+use aap_gateway::mcp::server::{finish, tool_result};
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::json;
+use std::hint::black_box;
+
+const SEARCH: &str = r#"{"jsonrpc":"2.0","id":"search-1","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"inventory.search.request","filters":{"price_max":35000,"status":["available"]},"pagination":{"limit":20},"sort":{"field":"price","order":"asc"},"privacy":{"anonymous":true}}}}"#;
+
+fn benches(c: &mut Criterion) {
+    c.bench_function("envelope parse (search tools/call)", |b| {
+        b.iter(|| parse_message(black_box(SEARCH.as_bytes()), 32))
+    });
+    let message = parse_message(SEARCH.as_bytes(), 32).expect("valid");
+    let headers: Vec<(String, Vec<u8>)> = vec![
+        ("content-type".into(), b"application/json".to_vec()),
+        (
+            "accept".into(),
+            b"application/json, text/event-stream".to_vec(),
+        ),
+        (
+            "mcp-name".into(),
+            b"=?base64?YWFwX2ludmVudG9yeV9zZWFyY2g=?=".to_vec(),
+        ),
+    ];
+    c.bench_function(
+        "header normalization (omitted version+method, sentinel name)",
+        |b| {
+            b.iter(|| {
+                let mirror =
+                    read_mirror_headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))
+                        .expect("ok");
+                let ctx = VersionContext {
+                    headers: &mirror,
+                    session_version: None,
+                };
+                black_box(resolve(black_box(&message), &ctx).expect("resolves"))
+            })
+        },
+    );
+    let schemas = SchemaSet::embedded().expect("schemas");
+    let args = json!({"type":"inventory.search.request","filters":{"price_max":35000,"status":["available"]},"pagination":{"limit":20},"sort":{"field":"price","order":"asc"}});
+    c.bench_function("argument validation (search)", |b| {
+        b.iter(|| schemas.validate_request(Skill::InventorySearch, black_box(&args)))
+    });
+    let vehicles: Vec<serde_json::Value> = (0..20)
+        .map(|i| json!({"vin":"JTDACAAU2H3400137","stock":format!("DT-{i}"),"year":2024,"make":"Toyota","model":"Camry","condition":"new","status":"available","price":31000,"fees":[{"name":"Documentation fee","amount":85}],"updated_at":"2026-11-20T17:00:00Z"}))
+        .collect();
+    let payload = json!({"type":"inventory.search.response","data":{"total":20,"vehicles":vehicles,"limit":20}});
+    c.bench_function("result validation (search, 20 vehicles)", |b| {
+        b.iter(|| schemas.validate_result(Skill::InventorySearch, black_box(&payload)))
+    });
+    c.bench_function(
+        "result shaping + serialization (search, 20 vehicles)",
+        |b| {
+            b.iter(|| {
+                let r = finish(
+                    Revision::Modern,
+                    tool_result(black_box(payload.clone()), false),
+                    "aap-gateway",
+                );
+                serde_json::to_vec(&r).expect("serializes")
+            })
+        },
+    );
+}
+
+criterion_group!(core, benches);
+criterion_main!(core);
