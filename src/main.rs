@@ -38,6 +38,13 @@ enum Command {
     Run,
     /// Validate the configuration (and everything it loads) and exit.
     Check,
+    /// Benchmark baseline: a bare Pingora reverse proxy from --listen to
+    /// UPSTREAM (host:port), with no MCP processing.
+    #[command(hide = true)]
+    Passthrough {
+        #[arg(long)]
+        upstream: String,
+    },
     /// Print each tenant's generated MCP tool catalog as JSON.
     Catalog {
         /// Only this tenant.
@@ -139,6 +146,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some(Command::Passthrough { upstream }) => passthrough(&cfg.server.listen, upstream, cfg.server.threads),
         None | Some(Command::Run) => run(cfg, &cli),
     }
 }
@@ -252,4 +260,14 @@ fn reload_on_sighup(gateway: Arc<Gateway>) {
     if let Err(e) = spawned {
         tracing::error!(error = %e, "SIGHUP reload unavailable");
     }
+}
+
+fn passthrough(listen: &str, upstream: &str, threads: usize) -> ExitCode {
+    let conf = ServerConf { threads, ..Default::default() };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let mut svc = http_proxy_service(&server.configuration, aap_gateway::proxy::PassThrough { upstream: upstream.to_owned() });
+    svc.add_tcp(listen);
+    server.add_service(svc);
+    server.run_forever()
 }
