@@ -104,6 +104,11 @@ fn legacy_client_uses_modern_only_upstream() {
     let result = legacy_call(&gw, "aap_inventory_search", search_all());
     assert_eq!(result["isError"], false, "{result}");
     assert_search(&result["structuredContent"]);
+    assert!(
+        gw.logs().contains("\"revision\":\"2026-07-28\""),
+        "auto chose modern: {}",
+        gw.logs()
+    );
     let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text, result["structuredContent"]);
 }
@@ -129,6 +134,16 @@ fn modern_client_uses_legacy_only_upstream_with_sessions() {
     let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
     assert!(!err, "{sc}");
     assert_search(&sc);
+    let logs = gw.logs();
+    assert!(
+        logs.contains("upstream MCP revision detected")
+            && logs.contains("\"revision\":\"2025-11-25\""),
+        "auto chose legacy: {logs}"
+    );
+    assert!(
+        logs.contains("upstream session expired; re-initializing"),
+        "404 led to a new session: {logs}"
+    );
     // A lead through the legacy upstream, deduplicated by the key.
     let (err, first) = gw.call_sc("aap_lead_submit", lead("k-legacy-1"));
     assert!(!err, "{first}");
