@@ -384,12 +384,18 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 
 /// A consented lead with a fresh idempotency key.
 pub fn lead(key: &str) -> Value {
-    let granted = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
-    let granted = granted
-        .replace_nanosecond(0)
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    // One consent time per test process: a retry must resend the identical
+    // payload, even when the two calls straddle a second boundary.
+    static GRANTED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let granted = GRANTED
+        .get_or_init(|| {
+            (time::OffsetDateTime::now_utc() - time::Duration::minutes(1))
+                .replace_nanosecond(0)
+                .unwrap()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        })
+        .clone();
     json!({
         "type": "lead.submit.request",
         "customer": {"first_name": "Quinn", "last_name": "Testbuyer", "email": "quinn.testbuyer@example.com", "preferred_contact": "email"},
