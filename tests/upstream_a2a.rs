@@ -151,3 +151,26 @@ fn missing_upstream_token_is_502() {
     assert_eq!(r.error_code(), -32031);
     let _: Value = r.json();
 }
+
+#[test]
+fn two_agents_one_killed_reads_continue() {
+    let a = agent(&[]);
+    let mut b = agent(&[]);
+    let cfg = forwarding_config(&format!(
+        "kind = \"a2a\"\npeers = [\"{}\", \"{}\"]\nbearer_token = \"{TOKEN}\"\nhealth_check_interval_ms = 500\n",
+        a.url(),
+        b.url()
+    ));
+    let gw = Gateway::start_with(&cfg);
+    let search = json!({"type": "inventory.search.request", "pagination": {"limit": 2}});
+    for _ in 0..3 {
+        let (err, sc) = gw.call_sc("aap_inventory_search", search.clone());
+        assert!(!err, "{sc}");
+    }
+    b.kill();
+    for i in 0..6 {
+        let (err, sc) = gw.call_sc("aap_inventory_search", search.clone());
+        assert!(!err, "call {i} after the kill: {sc}");
+        assert_eq!(sc["data"]["total"], 92);
+    }
+}

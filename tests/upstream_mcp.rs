@@ -226,6 +226,21 @@ fn reads_route_around_a_killed_peer() {
         assert!(!err, "call {i} after the kill: {sc}");
         assert_search(&sc);
     }
+    // The background TCP health check (every 500 ms) notices too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let seen = loop {
+        let logs = gw.logs();
+        if logs.contains("upstream peer health changed")
+            && logs.contains(&format!("127.0.0.1:{}", b.port))
+        {
+            break true;
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(seen, "health check marked the killed peer: {}", gw.logs());
 }
 
 #[test]

@@ -39,6 +39,20 @@ const FAIL_COOL_DOWN: Duration = Duration::from_secs(3);
 /// `group_key` of write peers: their connections never share the read pool.
 const WRITE_GROUP: u64 = 0x6c65_6164;
 
+/// Logs health transitions reported by the load balancer's health check.
+struct HealthLog;
+
+#[async_trait::async_trait]
+impl pingora::lb::health_check::HealthObserve for HealthLog {
+    async fn observe(&self, target: &pingora::lb::Backend, healthy: bool) {
+        if healthy {
+            tracing::info!(peer = %target.addr, healthy, "upstream peer health changed");
+        } else {
+            tracing::warn!(peer = %target.addr, healthy, "upstream peer health changed");
+        }
+    }
+}
+
 /// One configured peer: `http://host:port` or `https://host:port`.
 #[derive(Debug, Clone)]
 pub struct PeerSpec {
@@ -187,6 +201,7 @@ impl Client {
             .map_err(|e| format!("load balancer: {e}"))?;
         let mut hc = TcpHealthCheck::new();
         hc.peer_template.options.connection_timeout = Some(cfg.connect_timeout);
+        hc.health_changed_callback = Some(Box::new(HealthLog));
         lb.set_health_check(hc);
         lb.health_check_frequency = Some(cfg.health_check_interval);
         lb.parallel_health_check = true;
