@@ -295,3 +295,27 @@ fn read_timeout_is_504() {
     drop(gw);
     drop(hold);
 }
+
+#[test]
+fn auto_reprobes_after_the_upstream_changes_era() {
+    let port = free_port();
+    let mut legacy = Peer::start_on(PeerKind::LegacyMcp, port, &[], &[], None);
+    let gw = Gateway::start_with(&mcp_backend(
+        &[format!("http://127.0.0.1:{port}")],
+        "auto",
+        "",
+    ));
+    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+    assert!(!err, "{sc}");
+    legacy.kill();
+    let _modern = Peer::start_on(PeerKind::StrictMcp, port, &["--modern-only"], &[], None);
+    // The first call after the swap may be withheld as an invalid answer (a
+    // typed tool error, never a wrong success); the next one re-probes.
+    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+    if err {
+        assert_eq!(sc["code"], "UPSTREAM_INVALID_RESPONSE", "{sc}");
+    }
+    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+    assert!(!err, "{sc}");
+    assert_search(&sc);
+}

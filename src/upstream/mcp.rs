@@ -65,6 +65,8 @@ pub struct McpUpstream {
     lead_key: LeadKeyMode,
     dedupes: bool,
     era: Mutex<Option<Revision>>,
+    /// `auto`: the era was probed and is re-probed after an invalid answer.
+    probed: bool,
     /// Legacy sessions, per peer index (a session id is only valid at the
     /// server process that issued it).
     sessions: tokio::sync::Mutex<HashMap<usize, LegacySession>>,
@@ -78,6 +80,7 @@ impl McpUpstream {
         Ok(McpUpstream {
             client: Client::new(cfg.client)?,
             path: cfg.path,
+            probed: cfg.revision == RevisionMode::Auto,
             era: Mutex::new(match cfg.revision {
                 RevisionMode::Modern => Some(Revision::Modern),
                 RevisionMode::Legacy => Some(Revision::Legacy),
@@ -333,10 +336,15 @@ impl Backend for McpUpstream {
         let args = forwarded_request(&call, self.lead_key);
         let retryable = call.skill.is_read();
         let tool = call.skill.tool_name();
-        let mut payload = match self.era().await? {
-            Revision::Modern => self.call_modern(tool, args, retryable).await?,
-            Revision::Legacy => self.call_legacy(tool, args, retryable).await?,
+        let answer = match self.era().await? {
+            Revision::Modern => self.call_modern(tool, args, retryable).await,
+            Revision::Legacy => self.call_legacy(tool, args, retryable).await,
         };
+        if self.probed && matches!(answer, Err(BackendError::InvalidResponse(_))) {
+            // The upstream may have been replaced by one of the other era.
+            *self.era.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        let mut payload = answer?;
         normalize_numbers(&mut payload);
         Ok(payload)
     }
