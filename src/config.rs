@@ -156,6 +156,143 @@ pub struct RateLimitConfig {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum BackendConfig {
     Embedded(EmbeddedBackendConfig),
+    /// A strict MCP server (2026-07-28 and/or 2025-11-25) serving the AAP tools.
+    Mcp(McpBackendConfig),
+    /// An A2A 1.0 agent serving the AAP extension.
+    A2a(A2aBackendConfig),
+}
+
+/// Connection settings shared by the forwarding backends.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpBackendConfig {
+    /// `http[s]://host:port` of each upstream instance (round robin).
+    pub peers: Vec<String>,
+    /// The MCP endpoint path on every peer.
+    #[serde(default = "default_mcp_path")]
+    pub path: String,
+    /// `"2026-07-28"`, `"2025-11-25"` or `"auto"` (probe, then fall back).
+    #[serde(default = "default_revision")]
+    pub revision: String,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "default_health_interval")]
+    pub health_check_interval_ms: u64,
+    /// The upstream's own credential (sent as `Authorization: Bearer`).
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    /// Inventory capabilities to advertise (inventory-capabilities schema).
+    #[serde(default)]
+    pub capabilities: Option<serde_json::Value>,
+    /// `"scoped"` or `"client"`: how `idempotency_key` is forwarded.
+    #[serde(default)]
+    pub lead_key: crate::upstream::LeadKeyMode,
+    /// The upstream deduplicates leads by `idempotency_key` (AAP requires
+    /// 24 h), so a lead interrupted by a gateway crash may be resent.
+    #[serde(default)]
+    pub dedupes_leads: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aBackendConfig {
+    pub peers: Vec<String>,
+    /// The JSON-RPC interface path on every peer.
+    #[serde(default = "default_a2a_path")]
+    pub path: String,
+    /// Where the Agent Card is read when `extension_uri` is not set.
+    #[serde(default = "default_card_path")]
+    pub card_path: String,
+    /// Exact AAP extension URI for `A2A-Extensions`; default: from the card.
+    #[serde(default)]
+    pub extension_uri: Option<String>,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "default_health_interval")]
+    pub health_check_interval_ms: u64,
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    #[serde(default)]
+    pub capabilities: Option<serde_json::Value>,
+    #[serde(default)]
+    pub lead_key: crate::upstream::LeadKeyMode,
+    #[serde(default)]
+    pub dedupes_leads: bool,
+}
+
+fn default_mcp_path() -> String {
+    "/mcp".into()
+}
+fn default_a2a_path() -> String {
+    "/a2a".into()
+}
+fn default_card_path() -> String {
+    "/.well-known/agent-card.json".into()
+}
+fn default_revision() -> String {
+    "auto".into()
+}
+fn default_connect_timeout() -> u64 {
+    2_000
+}
+fn default_request_timeout() -> u64 {
+    10_000
+}
+fn default_health_interval() -> u64 {
+    2_000
+}
+
+/// Checks shared by the forwarding kinds; `at` names the key.
+fn check_forwarding(
+    at: &dyn Fn(&str) -> String,
+    peers: &[String],
+    paths: &[(&str, &str)],
+    timeouts: [(&str, u64); 3],
+    bearer: Option<&str>,
+) -> Result<(), String> {
+    if peers.is_empty() {
+        return Err(format!(
+            "{}: list at least one peer like \"http://127.0.0.1:8001\"",
+            at("backend.peers")
+        ));
+    }
+    let mut seen = HashSet::new();
+    for p in peers {
+        let spec = crate::upstream::client::PeerSpec::parse(p)
+            .map_err(|e| format!("{}: {e}", at("backend.peers")))?;
+        if !seen.insert(spec.addr) {
+            return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
+        }
+    }
+    for (key, path) in paths {
+        if !path.starts_with('/') || path.contains(['#', ' ']) {
+            return Err(format!(
+                "{}: must be an absolute path like /mcp",
+                at(&format!("backend.{key}"))
+            ));
+        }
+    }
+    for (key, v) in timeouts {
+        if v == 0 || v > 600_000 {
+            return Err(format!(
+                "{}: must be between 1 and 600000 milliseconds",
+                at(&format!("backend.{key}"))
+            ));
+        }
+    }
+    if let Some(t) = bearer {
+        if t.is_empty() || !t.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "{}: must be a non-empty token of visible ASCII characters",
+                at("backend.bearer_token")
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -431,6 +568,49 @@ impl Config {
                         }
                     }
                 }
+                BackendConfig::Mcp(m) => {
+                    check_forwarding(
+                        &at,
+                        &m.peers,
+                        &[("path", &m.path)],
+                        [
+                            ("connect_timeout_ms", m.connect_timeout_ms),
+                            ("request_timeout_ms", m.request_timeout_ms),
+                            ("health_check_interval_ms", m.health_check_interval_ms),
+                        ],
+                        m.bearer_token.as_deref(),
+                    )?;
+                    if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
+                        return Err(format!(
+                            "{}: {:?} is not one of \"2026-07-28\", \"2025-11-25\", \"auto\"",
+                            at("backend.revision"),
+                            m.revision
+                        ));
+                    }
+                }
+                BackendConfig::A2a(a) => {
+                    check_forwarding(
+                        &at,
+                        &a.peers,
+                        &[("path", &a.path), ("card_path", &a.card_path)],
+                        [
+                            ("connect_timeout_ms", a.connect_timeout_ms),
+                            ("request_timeout_ms", a.request_timeout_ms),
+                            ("health_check_interval_ms", a.health_check_interval_ms),
+                        ],
+                        a.bearer_token.as_deref(),
+                    )?;
+                    if let Some(u) = &a.extension_uri {
+                        if !(u.starts_with("https://") || u.starts_with("http://"))
+                            || u.contains([',', ' '])
+                        {
+                            return Err(format!(
+                                "{}: must be the exact absolute extension URI the agent declares",
+                                at("backend.extension_uri")
+                            ));
+                        }
+                    }
+                }
             }
         }
         Ok(())
@@ -470,5 +650,56 @@ mod tests {
             parse("[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\ntypo = 1\n")
                 .unwrap_err();
         assert!(e.to_string().contains("typo"), "{e}");
+    }
+
+    #[test]
+    fn example_configs_parse() {
+        for (name, text) in [
+            (
+                "upstream-mcp.toml",
+                include_str!("../examples/upstream-mcp.toml"),
+            ),
+            (
+                "upstream-a2a.toml",
+                include_str!("../examples/upstream-a2a.toml"),
+            ),
+        ] {
+            let cfg = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(matches!(
+                cfg.tenants[0].backend,
+                BackendConfig::Mcp(_) | BackendConfig::A2a(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn forwarding_errors_name_the_key() {
+        let head = "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\n";
+        for (body, key) in [
+            ("kind = \"mcp\"\npeers = []\n", "tenants[0].backend.peers"),
+            (
+                "kind = \"mcp\"\npeers = [\"ftp://x\"]\n",
+                "tenants[0].backend.peers",
+            ),
+            (
+                "kind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nrevision = \"2024\"\n",
+                "tenants[0].backend.revision",
+            ),
+            (
+                "kind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nrequest_timeout_ms = 0\n",
+                "tenants[0].backend.request_timeout_ms",
+            ),
+            (
+                "kind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\nextension_uri = \"aap\"\n",
+                "tenants[0].backend.extension_uri",
+            ),
+            (
+                "kind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\npath = \"a2a\"\n",
+                "tenants[0].backend.path",
+            ),
+        ] {
+            let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
+            assert!(e.contains(key), "{body}: {e}");
+        }
     }
 }

@@ -16,8 +16,11 @@ use crate::state::local::LocalState;
 use crate::state::redis::RedisState;
 use crate::state::Take;
 use crate::state::{Bucket, SharedState};
+use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
+use crate::upstream::client::{ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
-use crate::upstream::Backend;
+use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
+use crate::upstream::{default_capabilities, Backend};
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -141,12 +144,57 @@ impl Runtime {
                         .map_err(|e| err(e.to_string()))?,
                     )
                 }
+                BackendConfig::Mcp(m) => Arc::new(
+                    McpUpstream::new(McpUpstreamConfig {
+                        client: client_config(
+                            &m.peers,
+                            m.connect_timeout_ms,
+                            m.request_timeout_ms,
+                            m.health_check_interval_ms,
+                        )
+                        .map_err(err)?,
+                        path: m.path.clone(),
+                        revision: match m.revision.as_str() {
+                            "2026-07-28" => RevisionMode::Modern,
+                            "2025-11-25" => RevisionMode::Legacy,
+                            _ => RevisionMode::Auto,
+                        },
+                        bearer_token: m.bearer_token.clone(),
+                        capabilities: m.capabilities.clone().unwrap_or_else(default_capabilities),
+                        lead_key: m.lead_key,
+                        dedupes_leads: m.dedupes_leads,
+                    })
+                    .map_err(|e| err(format!("backend: {e}")))?,
+                ),
+                BackendConfig::A2a(a) => Arc::new(
+                    A2aUpstream::new(A2aUpstreamConfig {
+                        client: client_config(
+                            &a.peers,
+                            a.connect_timeout_ms,
+                            a.request_timeout_ms,
+                            a.health_check_interval_ms,
+                        )
+                        .map_err(err)?,
+                        path: a.path.clone(),
+                        card_path: a.card_path.clone(),
+                        extension_uri: a.extension_uri.clone(),
+                        bearer_token: a.bearer_token.clone(),
+                        capabilities: a.capabilities.clone().unwrap_or_else(default_capabilities),
+                        lead_key: a.lead_key,
+                        dedupes_leads: a.dedupes_leads,
+                    })
+                    .map_err(|e| err(format!("backend: {e}")))?,
+                ),
             };
             let skills: Vec<Skill> = t.skills.iter().filter_map(|s| Skill::from_id(s)).collect();
             let capabilities = backend.capabilities();
             if let Err(errors) = schemas.validate_stem("inventory-capabilities", &capabilities) {
+                let key = match &t.backend {
+                    BackendConfig::Embedded(_) => "inventory capabilities",
+                    _ => "backend.capabilities",
+                };
                 return Err(err(format!(
-                    "inventory capabilities do not match their schema: {}",
+                    "{key}: does not match inventory-capabilities.schema.json: {}",
                     Value::from(errors)
                 )));
             }
@@ -347,6 +395,23 @@ impl Gateway {
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }
+}
+
+fn client_config(
+    peers: &[String],
+    connect_ms: u64,
+    request_ms: u64,
+    health_ms: u64,
+) -> Result<ClientConfig, String> {
+    Ok(ClientConfig {
+        peers: peers
+            .iter()
+            .map(|p| PeerSpec::parse(p).map_err(|e| format!("backend.peers: {e}")))
+            .collect::<Result<_, _>>()?,
+        connect_timeout: Duration::from_millis(connect_ms),
+        request_timeout: Duration::from_millis(request_ms),
+        health_check_interval: Duration::from_millis(health_ms),
+    })
 }
 
 fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {

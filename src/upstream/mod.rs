@@ -3,7 +3,10 @@
 //! Every backend kind sits behind [`Backend`]; the contract layer validates
 //! requests before and results after, so a backend only executes.
 
+pub mod a2a;
+pub mod client;
 pub mod embedded;
+pub mod mcp;
 
 use crate::aap::skill::Skill;
 use async_trait::async_trait;
@@ -52,5 +55,85 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// was interrupted by a crash.
     fn dedupes_leads(&self) -> bool {
         false
+    }
+}
+
+/// Turn integral floats (`18080.0`) back into integers, recursively. Peers
+/// whose SDK carries JSON as `google.protobuf.Value` (a2a-sdk) send every
+/// number as a double; AAP schemas declare most of them `integer`.
+pub fn normalize_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64() {
+                if f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+                    *v = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize_numbers),
+        Value::Object(o) => o.values_mut().for_each(normalize_numbers),
+        _ => {}
+    }
+}
+
+/// How a forwarding backend passes `idempotency_key` to its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LeadKeyMode {
+    /// Replace it with a key derived from the gateway's caller-scoped
+    /// idempotency record, so two callers' keys never collide upstream.
+    #[default]
+    Scoped,
+    /// Forward the client's key unchanged.
+    Client,
+}
+
+/// The typed request as forwarded: for `lead.submit` in scoped mode the
+/// key becomes `gw-<record>` (stable across retries and restarts).
+pub fn forwarded_request(call: &SkillCall<'_>, mode: LeadKeyMode) -> Value {
+    let mut req = call.request.clone();
+    if call.skill == Skill::LeadSubmit && mode == LeadKeyMode::Scoped {
+        if let (Some(r), Some(obj)) = (call.idempotency_ref, req.as_object_mut()) {
+            let short: String = r.chars().take(64).collect();
+            obj.insert("idempotency_key".into(), Value::from(format!("gw-{short}")));
+        }
+    }
+    req
+}
+
+/// The capabilities a forwarding backend advertises when the config names
+/// none: the full AAP 3.0 filter, sort and facet set with skip/limit paging
+/// (no cursor), which is what a ≤1.3-style dealer serves.
+pub fn default_capabilities() -> Value {
+    serde_json::json!({
+        "type": "inventory.capabilities",
+        "filters": ["make", "model", "trim", "condition", "transmission", "fuel", "driveline", "body",
+            "exterior_color", "interior_color", "rooftops", "status", "year_min", "year_max",
+            "price_min", "price_max", "mileage_max", "vin", "stock", "query", "vehicle_type"],
+        "sort_fields": ["price", "list_price", "msrp", "mileage", "year", "make", "model", "stock", "updated_at"],
+        "facets": ["makes", "models", "trims", "years", "conditions", "transmissions", "fuels", "drivelines",
+            "bodies", "exterior_colors", "interior_colors", "rooftops", "statuses", "vehicle_types",
+            "price_range", "mileage_range", "year_range"],
+        "vehicle_types": ["car", "motorcycle"],
+        "statuses": ["available", "intransit", "pending"],
+        "conditions": ["new", "used", "cpo"],
+        "pagination": {"default_limit": 20, "max_limit": 100, "cursor": false}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integral_floats_become_integers() {
+        let mut v =
+            serde_json::json!({"a": 18080.0, "b": [1.5, 2.0], "c": {"d": -3.0}, "e": "4.0"});
+        normalize_numbers(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": 18080, "b": [1.5, 2], "c": {"d": -3}, "e": "4.0"})
+        );
+        assert!(v["a"].is_i64());
     }
 }

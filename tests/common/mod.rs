@@ -384,12 +384,18 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 
 /// A consented lead with a fresh idempotency key.
 pub fn lead(key: &str) -> Value {
-    let granted = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
-    let granted = granted
-        .replace_nanosecond(0)
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap();
+    // One consent time per test process: a retry must resend the identical
+    // payload, even when the two calls straddle a second boundary.
+    static GRANTED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let granted = GRANTED
+        .get_or_init(|| {
+            (time::OffsetDateTime::now_utc() - time::Duration::minutes(1))
+                .replace_nanosecond(0)
+                .unwrap()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        })
+        .clone();
     json!({
         "type": "lead.submit.request",
         "customer": {"first_name": "Quinn", "last_name": "Testbuyer", "email": "quinn.testbuyer@example.com", "preferred_contact": "email"},
@@ -409,4 +415,231 @@ pub fn leads_in(state: &Path) -> usize {
     std::fs::read_to_string(state.join("demo-toyota").join("leads.jsonl"))
         .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count())
         .unwrap_or(0)
+}
+
+// ---- Upstream peers (tests/upstreams) ---------------------------------------------------------
+
+static UPSTREAMS_SETUP: std::sync::Once = std::sync::Once::new();
+
+pub fn venv_python() -> PathBuf {
+    std::env::var_os("AAP_UPSTREAMS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target").join("upstreams-venv"))
+        .join("bin")
+        .join("python")
+}
+
+/// Run `tests/upstreams/setup.sh` once per test binary when the venv or the
+/// Node modules are missing.
+pub fn ensure_upstreams() {
+    UPSTREAMS_SETUP.call_once(|| {
+        let node_ok = repo()
+            .join("tests/upstreams/node/node_modules/@modelcontextprotocol/sdk")
+            .is_dir();
+        if venv_python().is_file() && node_ok {
+            return;
+        }
+        let status = Command::new("bash")
+            .arg(repo().join("tests/upstreams/setup.sh"))
+            .arg("--quiet")
+            .status()
+            .expect("run tests/upstreams/setup.sh");
+        assert!(status.success(), "tests/upstreams/setup.sh failed");
+    });
+}
+
+/// Which peer program to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerKind {
+    StrictMcp,
+    LegacyMcp,
+    A2a,
+}
+
+/// One running upstream peer; killed on drop.
+pub struct Peer {
+    pub kind: PeerKind,
+    pub port: u16,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub leads: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Peer {
+    pub fn start(kind: PeerKind, args: &[&str], env: &[(&str, &str)]) -> Peer {
+        Self::start_on(kind, free_port(), args, env, None)
+    }
+
+    pub fn start_on(
+        kind: PeerKind,
+        port: u16,
+        args: &[&str],
+        env: &[(&str, &str)],
+        leads: Option<PathBuf>,
+    ) -> Peer {
+        ensure_upstreams();
+        let dir = temp_dir("peer");
+        let mut p = Peer {
+            kind,
+            port,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            leads: leads.unwrap_or_else(|| dir.join("leads.jsonl")),
+            log: dir.join("peer.log"),
+            child: None,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let up = repo().join("tests/upstreams");
+        let mut cmd = match self.kind {
+            PeerKind::StrictMcp => {
+                let mut c = Command::new(venv_python());
+                c.arg(up.join("strict_mcp_server.py"));
+                c
+            }
+            PeerKind::A2a => {
+                let mut c = Command::new(venv_python());
+                c.arg(up.join("a2a_agent.py"));
+                c
+            }
+            PeerKind::LegacyMcp => {
+                let mut c = Command::new("node");
+                c.arg(up.join("legacy_mcp_server.mjs"));
+                c
+            }
+        };
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--leads")
+            .arg(&self.leads)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).unwrap());
+        self.child = Some(cmd.spawn().expect("start upstream peer"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!(
+                    "peer {:?} exited ({status}) during start; log:\n{}",
+                    self.kind,
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("peer {:?} did not start on {}", self.kind, self.port);
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+
+    /// Start again on the same port and lead file (sessions are lost).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn leads(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.leads)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A one-tenant gateway config (tenant `demo-toyota` at [`ENDPOINT`]) whose
+/// backend table is `backend` (the lines after `[tenants.backend]`).
+pub fn forwarding_config(backend: &str) -> String {
+    format!(
+        r#"[server]
+listen = "127.0.0.1:8080"
+admin_listen = "127.0.0.1:9090"
+threads = 2
+
+[state]
+dir = "var"
+
+[[tenants]]
+id = "demo-toyota"
+path = "{ENDPOINT}"
+
+[tenants.backend]
+{backend}
+"#
+    )
+}
+
+/// Legacy handshake through the gateway; returns the negotiated session id
+/// (if the tenant issues one).
+pub fn legacy_handshake(gw: &Gateway) -> Option<String> {
+    let r = gw.rpc(
+        &[("Accept", "application/json, text/event-stream")],
+        &legacy(
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "legacy-test", "version": "1"}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["result"]["protocolVersion"], LEGACY);
+    let sid = r.header("mcp-session-id").map(str::to_owned);
+    let r = gw.rpc(
+        &[("MCP-Protocol-Version", LEGACY)],
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.text());
+    sid
+}
+
+/// A legacy tools/call (2025-11-25 header, no `_meta`); returns the result.
+pub fn legacy_call(gw: &Gateway, name: &str, arguments: Value) -> Value {
+    let r = gw.rpc(
+        &[
+            ("MCP-Protocol-Version", LEGACY),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &legacy("tools/call", json!({"name": name, "arguments": arguments})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert!(
+        j["result"].get("resultType").is_none(),
+        "legacy results carry no resultType: {j}"
+    );
+    j["result"].clone()
+}
+
+/// A modern tools/call with `_meta` but none of the mirror headers.
+pub fn headerless_call(gw: &Gateway, name: &str, arguments: Value) -> Resp {
+    gw.rpc(
+        &[],
+        &modern("tools/call", json!({"name": name, "arguments": arguments})),
+    )
 }

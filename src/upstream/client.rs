@@ -1,0 +1,535 @@
+//! The HTTP client the forwarding backends share, on Pingora's upstream
+//! machinery:
+//!
+//! - `pingora::connectors::http::Connector` pools keep-alive connections
+//!   per peer; `HttpPeer` options carry the connect and read timeouts.
+//! - `pingora::lb::LoadBalancer<RoundRobin>` spreads calls over the
+//!   configured peers. Its TCP health check runs as the load balancer's own
+//!   background loop (`LoadBalancer::run`), spawned on the first call (the
+//!   runtime is built before Pingora's tokio runtimes exist) and stopped
+//!   when the backend is dropped on a config reload.
+//! - On top, a passive check: a peer that refused a connection is skipped
+//!   for a short cool-down, so reads route around a dead peer before the
+//!   next health-check pass notices.
+//!
+//! Delivery semantics: a failure before the request was completely written
+//! is *not delivered* (safe to retry anywhere); a failure or timeout after
+//! it is *uncertain*. Reads are retried on the next peer; writes
+//! (`lead.submit`) use a fresh connection, are sent once and never retried.
+
+use super::BackendError;
+use bytes::Bytes;
+use pingora::connectors::http::Connector;
+use pingora::http::RequestHeader;
+use pingora::lb::health_check::TcpHealthCheck;
+use pingora::lb::selection::RoundRobin;
+use pingora::lb::LoadBalancer;
+use pingora::protocols::http::client::HttpSession;
+use pingora::upstreams::peer::HttpPeer;
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest upstream response body accepted.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+/// How long a peer that refused a connection is skipped.
+const FAIL_COOL_DOWN: Duration = Duration::from_secs(3);
+/// `group_key` of write peers: their connections never share the read pool.
+const WRITE_GROUP: u64 = 0x6c65_6164;
+
+/// Logs health transitions reported by the load balancer's health check.
+struct HealthLog;
+
+#[async_trait::async_trait]
+impl pingora::lb::health_check::HealthObserve for HealthLog {
+    async fn observe(&self, target: &pingora::lb::Backend, healthy: bool) {
+        if healthy {
+            tracing::info!(peer = %target.addr, healthy, "upstream peer health changed");
+        } else {
+            tracing::warn!(peer = %target.addr, healthy, "upstream peer health changed");
+        }
+    }
+}
+
+/// One configured peer: `http://host:port` or `https://host:port`.
+#[derive(Debug, Clone)]
+pub struct PeerSpec {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+}
+
+impl PeerSpec {
+    /// Parse `http[s]://host[:port]` (no path); resolves the host once.
+    pub fn parse(url: &str) -> Result<PeerSpec, String> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else {
+            return Err(format!("{url:?} must start with http:// or https://"));
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() || rest.contains(['/', '?', '#', ' ', '@']) {
+            return Err(format!(
+                "{url:?} must be scheme://host[:port] without a path (set the path separately)"
+            ));
+        }
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
+                Ok(p) => (h.to_owned(), p),
+                Err(_) => return Err(format!("{url:?}: invalid port")),
+            },
+            _ => (rest.to_owned(), if tls { 443 } else { 80 }),
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (bare, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("{url:?}: cannot resolve {bare}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{url:?}: {bare} has no address"))?;
+        Ok(PeerSpec {
+            tls,
+            host,
+            port,
+            addr,
+        })
+    }
+
+    fn authority(&self) -> String {
+        if (self.tls && self.port == 443) || (!self.tls && self.port == 80) {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub peers: Vec<PeerSpec>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub health_check_interval: Duration,
+}
+
+/// A request to send (the Host header is added per peer).
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Bytes,
+    /// A read: may be retried on another peer.
+    pub retryable: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// The peer that answered.
+    pub peer: SocketAddr,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn content_type(&self) -> String {
+        self.header("content-type")
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    }
+}
+
+/// Decides, while the body streams in, that enough has been read (e.g. the
+/// matching JSON-RPC response arrived on an SSE stream that stays open).
+pub type Complete<'a> = &'a (dyn Fn(&Reply) -> bool + Send + Sync);
+
+enum Failure {
+    /// Certainly not delivered (connect failed, or the request was not
+    /// completely written).
+    NotDelivered(String),
+    /// Written completely; no (complete) answer.
+    Uncertain(String),
+}
+
+pub struct Client {
+    cfg: ClientConfig,
+    connector: Connector,
+    lb: Arc<LoadBalancer<RoundRobin>>,
+    by_addr: HashMap<SocketAddr, usize>,
+    failed: Mutex<HashMap<SocketAddr, Instant>>,
+    health_started: AtomicBool,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("peers", &self.cfg.peers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Result<Client, String> {
+        if cfg.peers.is_empty() {
+            return Err("no peers".into());
+        }
+        let addrs: Vec<SocketAddr> = cfg.peers.iter().map(|p| p.addr).collect();
+        let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
+            .map_err(|e| format!("load balancer: {e}"))?;
+        let mut hc = TcpHealthCheck::new();
+        hc.peer_template.options.connection_timeout = Some(cfg.connect_timeout);
+        hc.health_changed_callback = Some(Box::new(HealthLog));
+        lb.set_health_check(hc);
+        lb.health_check_frequency = Some(cfg.health_check_interval);
+        lb.parallel_health_check = true;
+        let by_addr = cfg
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.addr, i))
+            .collect();
+        let (shutdown, _) = tokio::sync::watch::channel(false);
+        Ok(Client {
+            cfg,
+            connector: Connector::new(None),
+            lb: Arc::new(lb),
+            by_addr,
+            failed: Mutex::new(HashMap::new()),
+            health_started: AtomicBool::new(false),
+            shutdown,
+        })
+    }
+
+    pub fn peers(&self) -> &[PeerSpec] {
+        &self.cfg.peers
+    }
+
+    /// Start the load balancer's health-check loop once, on the runtime of
+    /// the first call.
+    fn ensure_health_checks(&self) {
+        if self.health_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            self.health_started.store(false, Ordering::Release);
+            return;
+        }
+        let lb = self.lb.clone();
+        let rx = self.shutdown.subscribe();
+        tokio::spawn(async move { lb.run(rx, None).await });
+    }
+
+    fn cooling(&self, addr: &SocketAddr) -> bool {
+        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        match f.get(addr) {
+            Some(t) if t.elapsed() < FAIL_COOL_DOWN => true,
+            Some(_) => {
+                f.remove(addr);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn mark_failed(&self, addr: SocketAddr) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(addr, Instant::now());
+    }
+
+    fn mark_ok(&self, addr: &SocketAddr) {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(addr);
+    }
+
+    /// The next peer to try: healthy and not cooling first, then any peer not
+    /// tried yet (health information may lag behind a restart).
+    pub fn pick(&self, tried: &[usize]) -> Option<usize> {
+        let n = self.cfg.peers.len();
+        let index =
+            |b: &pingora::lb::Backend| b.addr.as_inet().and_then(|a| self.by_addr.get(a).copied());
+        let healthy = self.lb.select_with(b"", n * 2 + 1, |b, healthy| {
+            healthy
+                && index(b).is_some_and(|i| !tried.contains(&i))
+                && !b.addr.as_inet().is_some_and(|a| self.cooling(a))
+        });
+        if let Some(i) = healthy.as_ref().and_then(index) {
+            return Some(i);
+        }
+        let fallback = self.lb.select_with(b"", n * 2 + 1, |b, _| {
+            index(b).is_some_and(|i| !tried.contains(&i))
+        });
+        fallback
+            .as_ref()
+            .and_then(index)
+            .or_else(|| (0..n).find(|i| !tried.contains(i)))
+    }
+
+    /// Send to the next suitable peer; reads move on to further peers when a
+    /// peer fails or answers 502/503/504.
+    pub async fn send(
+        &self,
+        req: &Request<'_>,
+        complete: Option<Complete<'_>>,
+    ) -> Result<Reply, BackendError> {
+        let mut tried = Vec::new();
+        let mut last: Option<Failure> = None;
+        let attempts = if req.retryable {
+            self.cfg.peers.len()
+        } else {
+            1
+        };
+        while tried.len() < attempts {
+            let Some(i) = self.pick(&tried) else { break };
+            tried.push(i);
+            match self.send_to(i, req, complete).await {
+                Ok(reply) => {
+                    let more = tried.len() < attempts;
+                    if req.retryable && more && matches!(reply.status, 502..=504) {
+                        last = Some(Failure::NotDelivered(format!(
+                            "peer {} answered HTTP {}",
+                            reply.peer, reply.status
+                        )));
+                        continue;
+                    }
+                    return Ok(reply);
+                }
+                Err(f) => last = Some(f),
+            }
+        }
+        Err(match last {
+            None => BackendError::Unavailable("no peer available".into()),
+            Some(f) => into_error(f),
+        })
+    }
+
+    /// Send a request to one specific peer (e.g. a legacy session's peer).
+    pub async fn send_one(
+        &self,
+        peer: usize,
+        req: &Request<'_>,
+        complete: Option<Complete<'_>>,
+    ) -> Result<Reply, BackendError> {
+        self.send_to(peer, req, complete).await.map_err(into_error)
+    }
+
+    async fn send_to(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        complete: Option<Complete<'_>>,
+    ) -> Result<Reply, Failure> {
+        self.ensure_health_checks();
+        let spec = &self.cfg.peers[i];
+        let mut peer = HttpPeer::new(
+            spec.addr,
+            spec.tls,
+            if spec.tls {
+                spec.host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned()
+            } else {
+                String::new()
+            },
+        );
+        peer.options.connection_timeout = Some(self.cfg.connect_timeout);
+        peer.options.total_connection_timeout = Some(self.cfg.connect_timeout);
+        peer.options.read_timeout = Some(self.cfg.request_timeout);
+        peer.options.write_timeout = Some(self.cfg.request_timeout);
+        peer.options.idle_timeout = Some(Duration::from_secs(30));
+        if !req.retryable {
+            peer.group_key = WRITE_GROUP;
+        }
+        let connect = tokio::time::timeout(
+            self.cfg.connect_timeout + Duration::from_millis(50),
+            self.connector.get_http_session(&peer),
+        )
+        .await;
+        let (mut session, _reused) = match connect {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                self.mark_failed(spec.addr);
+                return Err(Failure::NotDelivered(format!(
+                    "connect to {}: {}",
+                    spec.addr,
+                    e.etype().as_str()
+                )));
+            }
+            Err(_) => {
+                self.mark_failed(spec.addr);
+                return Err(Failure::NotDelivered(format!(
+                    "connect to {}: timed out",
+                    spec.addr
+                )));
+            }
+        };
+        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
+        // Write the request.
+        let written = tokio::time::timeout_at(deadline, async {
+            let mut h = RequestHeader::build(req.method, req.path.as_bytes(), None)
+                .map_err(|e| e.to_string())?;
+            h.insert_header("host", spec.authority())
+                .map_err(|e| e.to_string())?;
+            for (n, v) in &req.headers {
+                h.insert_header(*n, v.as_str()).map_err(|e| e.to_string())?;
+            }
+            h.insert_header("content-length", req.body.len().to_string())
+                .map_err(|e| e.to_string())?;
+            session
+                .write_request_header(Box::new(h))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !req.body.is_empty() {
+                session
+                    .write_request_body(req.body.clone(), true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            session
+                .finish_request_body()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                session.shutdown().await;
+                return Err(Failure::NotDelivered(format!(
+                    "write to {}: {why}",
+                    spec.addr
+                )));
+            }
+            Err(_) => {
+                session.shutdown().await;
+                return Err(Failure::Uncertain(format!(
+                    "{}: timed out while sending",
+                    spec.addr
+                )));
+            }
+        }
+        // Read the answer.
+        let read =
+            tokio::time::timeout_at(deadline, read_reply(&mut session, spec.addr, complete)).await;
+        match read {
+            Ok(Ok((reply, done))) => {
+                self.mark_ok(&spec.addr);
+                if done && req.retryable {
+                    self.connector
+                        .release_http_session(session, &peer, peer.options.idle_timeout)
+                        .await;
+                } else {
+                    session.shutdown().await;
+                }
+                Ok(reply)
+            }
+            Ok(Err(why)) => {
+                session.shutdown().await;
+                Err(Failure::Uncertain(format!("{}: {why}", spec.addr)))
+            }
+            Err(_) => {
+                session.shutdown().await;
+                Err(Failure::Uncertain(format!(
+                    "{}: no answer within {:?}",
+                    spec.addr, self.cfg.request_timeout
+                )))
+            }
+        }
+    }
+}
+
+fn into_error(f: Failure) -> BackendError {
+    match f {
+        Failure::NotDelivered(why) => BackendError::Unavailable(why),
+        Failure::Uncertain(why) => BackendError::Timeout(why),
+    }
+}
+
+/// Read the response head and body; `true` when the body was read to its
+/// end (the connection may then be reused).
+async fn read_reply(
+    session: &mut HttpSession,
+    peer: SocketAddr,
+    complete: Option<Complete<'_>>,
+) -> Result<(Reply, bool), String> {
+    session
+        .read_response_header()
+        .await
+        .map_err(|e| format!("reading the response: {}", e.etype().as_str()))?;
+    let head = session
+        .response_header()
+        .ok_or("no response header")?
+        .clone();
+    let mut reply = Reply {
+        status: head.status.as_u16(),
+        headers: head
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: Bytes::new(),
+        peer,
+    };
+    let mut buf = Vec::new();
+    loop {
+        if session.response_done() {
+            reply.body = Bytes::from(buf);
+            return Ok((reply, true));
+        }
+        match session
+            .read_response_body()
+            .await
+            .map_err(|e| format!("reading the response body: {}", e.etype().as_str()))?
+        {
+            None => {
+                reply.body = Bytes::from(buf);
+                return Ok((reply, true));
+            }
+            Some(chunk) => {
+                buf.extend_from_slice(&chunk);
+                if buf.len() > MAX_RESPONSE_BYTES {
+                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
+                }
+                if let Some(done) = complete {
+                    reply.body = Bytes::copy_from_slice(&buf);
+                    if done(&reply) {
+                        return Ok((reply, false));
+                    }
+                }
+            }
+        }
+    }
+}

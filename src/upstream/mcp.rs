@@ -1,0 +1,550 @@
+//! Strict MCP upstream: every validated skill call becomes one upstream
+//! `tools/call`, on the revision the upstream speaks.
+//!
+//! - **2026-07-28:** stateless; per-request `_meta` plus all standard
+//!   headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` with the
+//!   Base64 sentinel where needed), so servers that enforce strict upstream
+//!   MCP accept calls from clients that omitted them.
+//! - **2025-11-25:** `initialize` + `notifications/initialized` once per
+//!   peer; the peer's `Mcp-Session-Id` belongs to the gateway (never to a
+//!   client) and is re-established after a 404.
+//! - **auto:** probe with `server/discover` and follow the MCP dual-era
+//!   decision procedure (a recognised modern error means modern; anything
+//!   else falls back to `initialize`). The era is cached per backend.
+//!
+//! The client side is independent: the gateway terminates the client's MCP
+//! revision itself, so a legacy client can use a modern-only upstream and
+//! the reverse. Answers may be JSON or request-scoped SSE; the matching
+//! JSON-RPC response is taken from either and the client gets the
+//! gateway's own framing.
+
+use super::client::{Client, ClientConfig, Reply, Request};
+use super::{forwarded_request, normalize_numbers, Backend, BackendError, LeadKeyMode, SkillCall};
+use crate::mcp::headers::encode_value;
+use crate::mcp::revision::{
+    Revision, LEGACY, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN,
+};
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Which revision to speak upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevisionMode {
+    Modern,
+    Legacy,
+    Auto,
+}
+
+#[derive(Debug, Clone)]
+pub struct McpUpstreamConfig {
+    pub client: ClientConfig,
+    pub path: String,
+    pub revision: RevisionMode,
+    pub bearer_token: Option<String>,
+    pub capabilities: Value,
+    pub lead_key: LeadKeyMode,
+    pub dedupes_leads: bool,
+}
+
+#[derive(Debug, Clone)]
+struct LegacySession {
+    id: Option<String>,
+    version: String,
+}
+
+#[derive(Debug)]
+pub struct McpUpstream {
+    client: Client,
+    path: String,
+    bearer: Option<String>,
+    capabilities: Value,
+    lead_key: LeadKeyMode,
+    dedupes: bool,
+    era: Mutex<Option<Revision>>,
+    /// `auto`: the era was probed and is re-probed after an invalid answer.
+    probed: bool,
+    /// Legacy sessions, per peer index (a session id is only valid at the
+    /// server process that issued it).
+    sessions: tokio::sync::Mutex<HashMap<usize, LegacySession>>,
+    next_id: AtomicU64,
+}
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+impl McpUpstream {
+    pub fn new(cfg: McpUpstreamConfig) -> Result<McpUpstream, String> {
+        Ok(McpUpstream {
+            client: Client::new(cfg.client)?,
+            path: cfg.path,
+            probed: cfg.revision == RevisionMode::Auto,
+            era: Mutex::new(match cfg.revision {
+                RevisionMode::Modern => Some(Revision::Modern),
+                RevisionMode::Legacy => Some(Revision::Legacy),
+                RevisionMode::Auto => None,
+            }),
+            bearer: cfg.bearer_token,
+            capabilities: cfg.capabilities,
+            lead_key: cfg.lead_key,
+            dedupes: cfg.dedupes_leads,
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn id(&self) -> Value {
+        json!(format!(
+            "aapgw-{}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+
+    fn base_headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = vec![
+            ("content-type", "application/json".to_owned()),
+            ("accept", ACCEPT.to_owned()),
+        ];
+        if let Some(t) = &self.bearer {
+            h.push(("authorization", format!("Bearer {t}")));
+        }
+        h
+    }
+
+    fn modern_meta() -> Value {
+        json!({
+            META_PROTOCOL_VERSION: MODERN,
+            META_CLIENT_CAPABILITIES: {},
+            META_CLIENT_INFO: {"name": "aap-gateway", "version": env!("CARGO_PKG_VERSION")},
+        })
+    }
+
+    fn request<'a>(
+        &'a self,
+        body: &Value,
+        headers: Vec<(&'static str, String)>,
+        retryable: bool,
+    ) -> Request<'a> {
+        Request {
+            method: "POST",
+            path: &self.path,
+            headers,
+            body: Bytes::from(body.to_string()),
+            retryable,
+        }
+    }
+
+    /// The upstream era: configured, cached, or probed now.
+    async fn era(&self) -> Result<Revision, BackendError> {
+        if let Some(e) = *self.era.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(e);
+        }
+        let id = self.id();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover",
+            "params": {"_meta": Self::modern_meta()}});
+        let mut headers = self.base_headers();
+        headers.push(("mcp-protocol-version", MODERN.into()));
+        headers.push(("mcp-method", "server/discover".into()));
+        let matcher = |r: &Reply| sse_complete(r, &id);
+        let reply = self
+            .client
+            .send(&self.request(&body, headers, true), Some(&matcher))
+            .await?;
+        let era = classify_probe(&reply, &id)?;
+        tracing::info!(
+            upstream = "mcp",
+            revision = era.as_str(),
+            "upstream MCP revision detected"
+        );
+        *self.era.lock().unwrap_or_else(|e| e.into_inner()) = Some(era);
+        Ok(era)
+    }
+
+    async fn call_modern(
+        &self,
+        tool: &str,
+        args: Value,
+        retryable: bool,
+    ) -> Result<Value, BackendError> {
+        let id = self.id();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": Self::modern_meta()}});
+        let mut headers = self.base_headers();
+        headers.push(("mcp-protocol-version", MODERN.into()));
+        headers.push(("mcp-method", "tools/call".into()));
+        headers.push(("mcp-name", encode_value(tool)));
+        let matcher = |r: &Reply| sse_complete(r, &id);
+        let reply = self
+            .client
+            .send(&self.request(&body, headers, retryable), Some(&matcher))
+            .await?;
+        tool_result(&reply, &id)
+    }
+
+    /// Initialize a legacy session at one peer.
+    async fn initialize(&self, peer: usize) -> Result<LegacySession, BackendError> {
+        let id = self.id();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "aap-gateway", "version": env!("CARGO_PKG_VERSION")},
+        }});
+        let matcher = |r: &Reply| sse_complete(r, &id);
+        let reply = self
+            .client
+            .send_one(
+                peer,
+                &self.request(&body, self.base_headers(), true),
+                Some(&matcher),
+            )
+            .await?;
+        check_http(&reply)?;
+        let msg = rpc_message(&reply, &id)?;
+        if let Some(e) = msg.get("error") {
+            return Err(BackendError::InvalidResponse(format!(
+                "upstream refused initialize: {}",
+                rpc_error_text(e)
+            )));
+        }
+        let version = msg
+            .pointer("/result/protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !matches!(version.as_str(), LEGACY | "2025-06-18" | "2025-03-26") {
+            return Err(BackendError::InvalidResponse(format!(
+                "upstream negotiated an unsupported protocol version {version:?}"
+            )));
+        }
+        let session = LegacySession {
+            id: reply.header("mcp-session-id").map(|s| s.trim().to_owned()),
+            version,
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = self
+            .client
+            .send_one(
+                peer,
+                &self.request(&note, self.legacy_headers(&session), true),
+                None,
+            )
+            .await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(BackendError::InvalidResponse(format!(
+                "upstream answered notifications/initialized with HTTP {}",
+                reply.status
+            )));
+        }
+        Ok(session)
+    }
+
+    fn legacy_headers(&self, s: &LegacySession) -> Vec<(&'static str, String)> {
+        let mut h = self.base_headers();
+        h.push(("mcp-protocol-version", s.version.clone()));
+        if let Some(id) = &s.id {
+            h.push(("mcp-session-id", id.clone()));
+        }
+        h
+    }
+
+    async fn session(&self, peer: usize, fresh: bool) -> Result<LegacySession, BackendError> {
+        let mut map = self.sessions.lock().await;
+        if !fresh {
+            if let Some(s) = map.get(&peer) {
+                return Ok(s.clone());
+            }
+        }
+        map.remove(&peer);
+        let s = self.initialize(peer).await?;
+        map.insert(peer, s.clone());
+        Ok(s)
+    }
+
+    async fn call_legacy(
+        &self,
+        tool: &str,
+        args: Value,
+        retryable: bool,
+    ) -> Result<Value, BackendError> {
+        let attempts = if retryable {
+            self.client.peers().len()
+        } else {
+            1
+        };
+        let mut tried = Vec::new();
+        let mut last = BackendError::Unavailable("no peer available".into());
+        while tried.len() < attempts {
+            let Some(peer) = self.client.pick(&tried) else {
+                break;
+            };
+            tried.push(peer);
+            match self.call_legacy_at(peer, tool, &args, retryable).await {
+                Ok(v) => return Ok(v),
+                // Only failures that certainly did not execute move a write on.
+                Err(e @ BackendError::Unavailable(_)) => last = e,
+                Err(e @ BackendError::Timeout(_)) if retryable => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    async fn call_legacy_at(
+        &self,
+        peer: usize,
+        tool: &str,
+        args: &Value,
+        retryable: bool,
+    ) -> Result<Value, BackendError> {
+        let mut session = self.session(peer, false).await?;
+        for attempt in 0..2 {
+            let id = self.id();
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}});
+            let matcher = |r: &Reply| sse_complete(r, &id);
+            let reply = self
+                .client
+                .send_one(
+                    peer,
+                    &self.request(&body, self.legacy_headers(&session), retryable),
+                    Some(&matcher),
+                )
+                .await?;
+            // 404 on a session request: the session ended; nothing executed.
+            if reply.status == 404 && session.id.is_some() && attempt == 0 {
+                tracing::info!(upstream = "mcp", peer = %reply.peer, "upstream session expired; re-initializing");
+                session = self.session(peer, true).await?;
+                continue;
+            }
+            return tool_result(&reply, &id);
+        }
+        Err(BackendError::InvalidResponse(
+            "upstream session could not be re-established".into(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Backend for McpUpstream {
+    fn kind(&self) -> &'static str {
+        "mcp"
+    }
+
+    async fn call(&self, call: SkillCall<'_>) -> Result<Value, BackendError> {
+        let args = forwarded_request(&call, self.lead_key);
+        let retryable = call.skill.is_read();
+        let tool = call.skill.tool_name();
+        let answer = match self.era().await? {
+            Revision::Modern => self.call_modern(tool, args, retryable).await,
+            Revision::Legacy => self.call_legacy(tool, args, retryable).await,
+        };
+        if self.probed && matches!(answer, Err(BackendError::InvalidResponse(_))) {
+            // The upstream may have been replaced by one of the other era.
+            *self.era.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        let mut payload = answer?;
+        normalize_numbers(&mut payload);
+        Ok(payload)
+    }
+
+    fn capabilities(&self) -> Value {
+        self.capabilities.clone()
+    }
+
+    fn dedupes_leads(&self) -> bool {
+        self.dedupes
+    }
+}
+
+/// True once an SSE body holds the JSON-RPC response with `id`.
+fn sse_complete(r: &Reply, id: &Value) -> bool {
+    r.content_type() == "text/event-stream" && find_in_sse(&r.body, id).is_some()
+}
+
+/// The `data` payloads of an SSE stream, complete events only.
+pub fn sse_events(body: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(body)
+        .replace("\r\n", "\n")
+        .replace('\r', "\n");
+    let mut out = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    let complete_upto = text.rfind("\n\n").map(|p| p + 2).unwrap_or(0);
+    for line in text[..complete_upto].split('\n') {
+        if line.is_empty() {
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+                data.clear();
+            }
+        } else if let Some(d) = line.strip_prefix("data:") {
+            data.push(d.strip_prefix(' ').unwrap_or(d));
+        }
+    }
+    out
+}
+
+fn find_in_sse(body: &[u8], id: &Value) -> Option<Value> {
+    sse_events(body)
+        .into_iter()
+        .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
+        .find(|m| {
+            m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some())
+        })
+}
+
+/// The JSON-RPC response with `id`, from a JSON or SSE body.
+fn rpc_message(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
+    if reply.content_type() == "text/event-stream" {
+        return find_in_sse(&reply.body, id).ok_or_else(|| {
+            BackendError::InvalidResponse(
+                "upstream SSE stream ended without the JSON-RPC response".into(),
+            )
+        });
+    }
+    let v: Value = serde_json::from_slice(&reply.body).map_err(|_| {
+        BackendError::InvalidResponse(format!(
+            "upstream answered HTTP {} with a body that is not JSON",
+            reply.status
+        ))
+    })?;
+    if v.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(BackendError::InvalidResponse(
+            "upstream answer is not a JSON-RPC 2.0 message".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// Statuses that mean the upstream did not serve the call at all.
+fn check_http(reply: &Reply) -> Result<(), BackendError> {
+    match reply.status {
+        401 | 403 => Err(BackendError::Unavailable(format!(
+            "upstream {} refused the gateway's credential (HTTP {})",
+            reply.peer, reply.status
+        ))),
+        502 | 503 => Err(BackendError::Unavailable(format!(
+            "upstream {} answered HTTP {}",
+            reply.peer, reply.status
+        ))),
+        504 => Err(BackendError::Timeout(format!(
+            "upstream {} answered HTTP 504",
+            reply.peer
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn rpc_error_text(e: &Value) -> String {
+    format!(
+        "{} {}",
+        e.get("code").and_then(Value::as_i64).unwrap_or(0),
+        e.get("message").and_then(Value::as_str).unwrap_or("")
+    )
+}
+
+/// The AAP payload of a tools/call answer.
+fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
+    check_http(reply)?;
+    let msg = rpc_message(reply, id)?;
+    if let Some(e) = msg.get("error") {
+        return Err(BackendError::InvalidResponse(format!(
+            "upstream MCP error (HTTP {}): {}",
+            reply.status,
+            rpc_error_text(e)
+        )));
+    }
+    let result = msg
+        .get("result")
+        .ok_or_else(|| BackendError::InvalidResponse("JSON-RPC response without result".into()))?;
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => {}
+        Some(other) => {
+            return Err(BackendError::InvalidResponse(format!(
+                "upstream result type {other:?} is not supported for AAP tools"
+            )))
+        }
+    }
+    if let Some(sc) = result.get("structuredContent").filter(|v| v.is_object()) {
+        return Ok(sc.clone());
+    }
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|c| {
+            c.iter()
+                .find(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        })
+        .and_then(|b| b.get("text"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            BackendError::InvalidResponse(
+                "tool result has neither structuredContent nor a text block".into(),
+            )
+        })?;
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            BackendError::InvalidResponse("tool result text is not a JSON object".into())
+        })
+}
+
+/// The dual-era decision on a `server/discover` probe answer.
+fn classify_probe(reply: &Reply, id: &Value) -> Result<Revision, BackendError> {
+    if matches!(reply.status, 401 | 403 | 502 | 503 | 504) {
+        check_http(reply)?;
+    }
+    let msg = rpc_message(reply, id).ok();
+    if (200..300).contains(&reply.status) {
+        let supported = msg
+            .as_ref()
+            .and_then(|m| m.pointer("/result/supportedVersions"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if supported.iter().any(|v| v == MODERN) {
+            return Ok(Revision::Modern);
+        }
+        return Ok(Revision::Legacy);
+    }
+    let code = msg
+        .as_ref()
+        .and_then(|m| m.pointer("/error/code"))
+        .and_then(Value::as_i64);
+    match code {
+        Some(-32020 | -32021) => Ok(Revision::Modern),
+        Some(-32601) if reply.status == 404 => Ok(Revision::Modern),
+        Some(-32022) => {
+            let supported = msg
+                .as_ref()
+                .and_then(|m| m.pointer("/error/data/supported"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if supported.iter().any(|v| v == LEGACY) {
+                Ok(Revision::Legacy)
+            } else {
+                Err(BackendError::InvalidResponse(format!(
+                    "upstream supports none of {MODERN}, {LEGACY}: {}",
+                    Value::Array(supported)
+                )))
+            }
+        }
+        _ => Ok(Revision::Legacy),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_skip_comments_and_incomplete_tails() {
+        let body = b": ping\n\n: ping\r\n\r\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}\n\ndata: {\"partial";
+        let ev = sse_events(body);
+        assert_eq!(ev.len(), 1);
+        assert!(find_in_sse(body, &json!("a")).is_some());
+        assert!(find_in_sse(body, &json!("b")).is_none());
+    }
+}
