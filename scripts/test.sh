@@ -13,6 +13,9 @@ echo "== cargo clippy (release profile, all targets)"
 cargo clippy --release --all-targets -- -D warnings
 echo "== cargo build --release"
 cargo build --release
+echo "== upstream peers (PyPI mcp 2.3.0, npm sdk 1.32.2, a2a-sdk): install and self-test"
+bash tests/upstreams/setup.sh
+bash tests/upstreams/selftest.sh
 echo "== cargo test --release"
 cargo test --release -- --test-threads=4
 echo "== SDK end-to-end tests"

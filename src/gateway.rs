@@ -144,7 +144,7 @@ impl Runtime {
                         .map_err(|e| err(e.to_string()))?,
                     )
                 }
-                BackendConfig::Mcp(m) => Arc::new(
+                (BackendConfig::Mcp(m), None) => Arc::new(
                     McpUpstream::new(McpUpstreamConfig {
                         client: client_config(
                             &m.peers,
@@ -166,7 +166,7 @@ impl Runtime {
                     })
                     .map_err(|e| err(format!("backend: {e}")))?,
                 ),
-                BackendConfig::A2a(a) => Arc::new(
+                (BackendConfig::A2a(a), None) => Arc::new(
                     A2aUpstream::new(A2aUpstreamConfig {
                         client: client_config(
                             &a.peers,

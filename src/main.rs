@@ -146,7 +146,9 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Some(Command::Passthrough { upstream }) => passthrough(&cfg.server.listen, upstream, cfg.server.threads),
+        Some(Command::Passthrough { upstream }) => {
+            passthrough(&cfg.server.listen, upstream, cfg.server.threads)
+        }
         None | Some(Command::Run) => run(cfg, &cli),
     }
 }
@@ -263,10 +265,18 @@ fn reload_on_sighup(gateway: Arc<Gateway>) {
 }
 
 fn passthrough(listen: &str, upstream: &str, threads: usize) -> ExitCode {
-    let conf = ServerConf { threads, ..Default::default() };
+    let conf = ServerConf {
+        threads,
+        ..Default::default()
+    };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut svc = http_proxy_service(&server.configuration, aap_gateway::proxy::PassThrough { upstream: upstream.to_owned() });
+    let mut svc = http_proxy_service(
+        &server.configuration,
+        aap_gateway::proxy::PassThrough {
+            upstream: upstream.to_owned(),
+        },
+    );
     svc.add_tcp(listen);
     server.add_service(svc);
     server.run_forever()

@@ -216,6 +216,10 @@ impl ProxyHttp for PassThrough {
     fn new_ctx(&self) {}
 
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
-        Ok(Box::new(HttpPeer::new(self.upstream.as_str(), false, String::new())))
+        Ok(Box::new(HttpPeer::new(
+            self.upstream.as_str(),
+            false,
+            String::new(),
+        )))
     }
 }
