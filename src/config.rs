@@ -532,12 +532,25 @@ impl Config {
                         ));
                     }
                 }
-                if !self.resolve(&a.jwks_file).is_file() {
-                    return Err(format!(
-                        "{}: file {} does not exist",
-                        at("auth.jwks_file"),
-                        self.resolve(&a.jwks_file).display()
-                    ));
+                match (&a.jwks_file, &a.jwks_url) {
+                    (Some(f), None) if !self.resolve(f).is_file() => {
+                        return Err(format!(
+                            "{}: file {} does not exist",
+                            at("auth.jwks_file"),
+                            self.resolve(f).display()
+                        ));
+                    }
+                    (Some(_), None) => {}
+                    (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                        return Err(format!("{}: must be an http(s) URL", at("auth.jwks_url")));
+                    }
+                    (None, Some(_)) => {}
+                    _ => {
+                        return Err(format!(
+                            "{}: set exactly one of jwks_file and jwks_url",
+                            at("auth")
+                        ))
+                    }
                 }
             }
             match &t.backend {

@@ -248,7 +248,8 @@ impl Runtime {
                 max_json_depth: config.limits.max_json_depth,
                 auth: match &t.auth {
                     Some(a) => Some(Arc::new(
-                        Authenticator::new(a.clone(), config.resolve(&a.jwks_file)).map_err(err)?,
+                        Authenticator::new(a.clone(), key_source(&config, a).map_err(err)?)
+                            .map_err(err)?,
                     )),
                     None => None,
                 },
@@ -397,6 +398,36 @@ impl Gateway {
     }
 }
 
+/// The JWKS source of a tenant: a file, or a URL fetched through the same
+/// pooled Pingora client the upstream backends use.
+fn key_source(
+    config: &Config,
+    a: &crate::auth::AuthConfig,
+) -> Result<crate::auth::KeySource, String> {
+    match (&a.jwks_file, &a.jwks_url) {
+        (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
+        (None, Some(url)) => {
+            let (scheme, rest) = url
+                .split_once("://")
+                .ok_or("auth.jwks_url: not an absolute URL")?;
+            let (host, path) = match rest.find('/') {
+                Some(i) => (&rest[..i], rest[i..].to_owned()),
+                None => (rest, "/".to_owned()),
+            };
+            let peer = PeerSpec::parse(&format!("{scheme}://{host}"))
+                .map_err(|e| format!("auth.jwks_url: {e}"))?;
+            let client = crate::upstream::client::Client::new(ClientConfig {
+                peers: vec![peer],
+                connect_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(5),
+                health_check_interval: Duration::from_secs(30),
+            })?;
+            Ok(crate::auth::KeySource::Url { client, path })
+        }
+        _ => Err("auth: set exactly one of jwks_file and jwks_url".into()),
+    }
+}
+
 fn client_config(
     peers: &[String],
     connect_ms: u64,
@@ -476,10 +507,13 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
     }
     let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
     let principal = match auth {
-        Some(a) => match a.authenticate(
-            req.header_str("authorization"),
-            req.header_count("authorization"),
-        ) {
+        Some(a) => match a
+            .authenticate(
+                req.header_str("authorization"),
+                req.header_count("authorization"),
+            )
+            .await
+        {
             Ok(p) => p,
             Err(denial) => {
                 out.outcome = "unauthorized".into();

@@ -312,3 +312,65 @@ fn tenant_isolation() {
         200
     );
 }
+
+#[test]
+fn jwks_from_url_with_rotation() {
+    let dir = temp_dir("jwks-url");
+    std::fs::copy(keys().join("jwks.json"), dir.join("jwks.json")).unwrap();
+    let port = free_port();
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 http.server");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let block = auth_block("optional", RESOURCE, std::path::Path::new("unused")).replace(
+        "jwks_file = \"unused\"",
+        &format!("jwks_url = \"http://127.0.0.1:{port}/jwks.json\""),
+    );
+    let gw = Gateway::start_with(&config_with(&block, "", ""));
+    let ok = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&rs(claims(RESOURCE, "leads:write"))),
+        "aap_lead_submit",
+        lead("url-1"),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let t2 = token(
+        "rsa-2",
+        "rsa-2.pem",
+        Algorithm::RS256,
+        claims(RESOURCE, "leads:write"),
+    );
+    assert_eq!(
+        call_with(&gw, ENDPOINT, Some(&t2), "aap_inventory_search", search()).status,
+        401
+    );
+    std::fs::copy(keys().join("jwks-rotated.json"), dir.join("jwks.json")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = call_with(&gw, ENDPOINT, Some(&t2), "aap_inventory_search", search());
+    assert_eq!(
+        r.status,
+        200,
+        "the rotated key is fetched on an unknown kid: {}",
+        r.text()
+    );
+    server.kill().ok();
+    server.wait().ok();
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -43,8 +43,15 @@ pub struct AuthConfig {
     #[serde(default)]
     pub scopes_supported: Vec<String>,
     /// JWKS document (`{"keys":[…]}`), re-read when it changes or when a
-    /// token names an unknown `kid`.
-    pub jwks_file: PathBuf,
+    /// token names an unknown `kid`. Exactly one of `jwks_file`, `jwks_url`.
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// JWKS URL (`http[s]://host[:port]/path`), fetched on first use,
+    /// refreshed every `jwks_refresh_secs` and when a `kid` is unknown.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    #[serde(default = "default_refresh")]
+    pub jwks_refresh_secs: u64,
     #[serde(default = "default_leeway")]
     pub leeway_secs: u64,
     /// Scopes each skill needs, e.g. `{ "lead.submit" = ["leads:write"] }`.
@@ -54,6 +61,19 @@ pub struct AuthConfig {
 
 fn default_leeway() -> u64 {
     30
+}
+
+fn default_refresh() -> u64 {
+    300
+}
+
+/// Where keys come from.
+pub enum KeySource {
+    File(PathBuf),
+    Url {
+        client: crate::upstream::client::Client,
+        path: String,
+    },
 }
 
 /// A verified caller.
@@ -94,7 +114,9 @@ struct KeyCache {
 
 pub struct Authenticator {
     pub cfg: AuthConfig,
-    jwks_path: PathBuf,
+    source: KeySource,
+    /// Serializes URL fetches so a burst of unknown kids costs one request.
+    fetch: tokio::sync::Mutex<()>,
     keys: RwLock<KeyCache>,
     metadata_url: String,
 }
@@ -110,6 +132,10 @@ impl std::fmt::Debug for Authenticator {
 
 /// Minimum time between JWKS re-reads triggered by unknown `kid`s.
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+fn changed(path: &PathBuf, cache: &KeyCache) -> bool {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok() != cache.modified
+}
 
 fn read_jwks(path: &PathBuf) -> Result<(JwkSet, Option<SystemTime>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -130,20 +156,28 @@ pub fn metadata_url(resource: &str) -> Option<String> {
 }
 
 impl Authenticator {
-    pub fn new(cfg: AuthConfig, jwks_path: PathBuf) -> Result<Authenticator, String> {
+    pub fn new(cfg: AuthConfig, source: KeySource) -> Result<Authenticator, String> {
         let metadata_url =
             metadata_url(&cfg.resource).ok_or("auth.resource must be an absolute URL")?;
         if cfg.authorization_servers.is_empty() {
             return Err("auth.authorization_servers: name at least one".into());
         }
-        let (set, modified) = read_jwks(&jwks_path)?;
+        let (set, modified) = match &source {
+            KeySource::File(p) => read_jwks(p)?,
+            // Fetched on first use: the start must not depend on the IdP.
+            KeySource::Url { .. } => (JwkSet { keys: Vec::new() }, None),
+        };
+        let stale = Instant::now()
+            .checked_sub(Duration::from_secs(cfg.jwks_refresh_secs + 1))
+            .unwrap_or_else(Instant::now);
         Ok(Authenticator {
             cfg,
-            jwks_path,
+            source,
+            fetch: tokio::sync::Mutex::new(()),
             keys: RwLock::new(KeyCache {
                 set,
                 modified,
-                checked: Instant::now(),
+                checked: stale,
             }),
             metadata_url,
         })
@@ -177,7 +211,7 @@ impl Authenticator {
     }
 
     /// Validate the `Authorization` header. `Ok(None)` means no token.
-    pub fn authenticate(
+    pub async fn authenticate(
         &self,
         header: Option<&str>,
         count: usize,
@@ -201,7 +235,55 @@ impl Authenticator {
             .ok_or(Denial::Invalid {
                 description: "expected a Bearer token",
             })?;
+        if let KeySource::Url { .. } = self.source {
+            if let Ok(Some(kid)) = decode_header(token).map(|h| h.kid) {
+                self.refresh_from_url(&kid).await;
+            }
+        }
         self.verify(token).map(Some)
+    }
+
+    /// Fetch the JWKS when the cache is older than the refresh interval, or
+    /// when `kid` is unknown (at most once per REFRESH_EVERY).
+    async fn refresh_from_url(&self, kid: &str) {
+        let KeySource::Url { client, path } = &self.source else {
+            return;
+        };
+        let due = |c: &KeyCache| {
+            let age = c.checked.elapsed();
+            age >= Duration::from_secs(self.cfg.jwks_refresh_secs)
+                || (c.set.find(kid).is_none() && age >= REFRESH_EVERY)
+        };
+        if !self.keys.read().map(|c| due(&c)).unwrap_or(false) {
+            return;
+        }
+        let _one = self.fetch.lock().await;
+        if !self.keys.read().map(|c| due(&c)).unwrap_or(false) {
+            return;
+        }
+        let req = crate::upstream::client::Request {
+            method: "GET",
+            path,
+            headers: vec![("accept", "application/json".to_string())],
+            body: bytes::Bytes::new(),
+            retryable: true,
+        };
+        let fetched = match client.send(&req, None).await {
+            Ok(r) if r.status == 200 => {
+                serde_json::from_slice::<JwkSet>(&r.body).map_err(|e| format!("not a JWKS: {e}"))
+            }
+            Ok(r) => Err(format!("HTTP {}", r.status)),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Ok(mut cache) = self.keys.write() {
+            cache.checked = Instant::now();
+            match fetched {
+                Ok(set) => cache.set = set,
+                Err(e) => {
+                    tracing::warn!(error = %e, "JWKS fetch failed; keeping the previous keys")
+                }
+            }
+        }
     }
 
     fn key_for(&self, kid: &str) -> Option<jsonwebtoken::jwk::Jwk> {
@@ -210,10 +292,13 @@ impl Authenticator {
         }
         // Unknown kid: the key may have rotated. Re-read the JWKS, at most
         // once per REFRESH_EVERY, then look again.
+        let KeySource::File(path) = &self.source else {
+            return None;
+        };
         let mut cache = self.keys.write().ok()?;
-        if cache.checked.elapsed() >= REFRESH_EVERY || self.changed(&cache) {
+        if cache.checked.elapsed() >= REFRESH_EVERY || changed(path, &cache) {
             cache.checked = Instant::now();
-            match read_jwks(&self.jwks_path) {
+            match read_jwks(path) {
                 Ok((set, modified)) => {
                     cache.set = set;
                     cache.modified = modified;
@@ -224,13 +309,6 @@ impl Authenticator {
             }
         }
         cache.set.find(kid).cloned()
-    }
-
-    fn changed(&self, cache: &KeyCache) -> bool {
-        std::fs::metadata(&self.jwks_path)
-            .and_then(|m| m.modified())
-            .ok()
-            != cache.modified
     }
 
     fn verify(&self, token: &str) -> Result<Principal, Denial> {
