@@ -422,7 +422,10 @@ fn key_source(
                 request_timeout: Duration::from_secs(5),
                 health_check_interval: Duration::from_secs(30),
             })?;
-            Ok(crate::auth::KeySource::Url { client, path })
+            Ok(crate::auth::KeySource::Url {
+                client: Box::new(client),
+                path,
+            })
         }
         _ => Err("auth: set exactly one of jwks_file and jwks_url".into()),
     }

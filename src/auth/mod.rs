@@ -71,7 +71,7 @@ fn default_refresh() -> u64 {
 pub enum KeySource {
     File(PathBuf),
     Url {
-        client: crate::upstream::client::Client,
+        client: Box<crate::upstream::client::Client>,
         path: String,
     },
 }
