@@ -463,3 +463,39 @@ fn backend_results_are_validated() {
     assert!(gw.logs().contains("backend result failed its schema"));
     std::fs::remove_dir_all(Path::new(&dir)).ok();
 }
+
+#[test]
+fn schemas_load_from_a_configured_directory() {
+    let dir = temp_dir("schemas");
+    for f in std::fs::read_dir(repo().join("schemas")).unwrap() {
+        let f = f.unwrap().path();
+        if f.extension().is_some_and(|e| e == "json") {
+            std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let cfg = config_with("", "", "").replace("# dir = \"schemas\"", &format!("dir = {dir:?}"));
+    let gw = Gateway::start_with(&cfg);
+    let (err, _) = gw.call_sc(
+        "aap_dealer_information",
+        json!({"type": "dealer.information.request"}),
+    );
+    assert!(!err);
+    drop(gw);
+    // A pinned copy that needs a remote fetch is refused at start.
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("error.schema.json")).unwrap())
+            .unwrap();
+    doc["properties"]["details"] = json!({"$ref": "https://example.com/remote.schema.json"});
+    std::fs::write(dir.join("error.schema.json"), doc.to_string()).unwrap();
+    let path = dir.join("gw.toml");
+    std::fs::write(&path, &cfg).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("error") && e.contains("self-contained"), "{e}");
+    std::fs::remove_dir_all(dir).ok();
+}
