@@ -158,10 +158,6 @@ impl SchemaSet {
         }
         Err(v.iter_errors(instance).map(|e| describe(&e)).collect())
     }
-
-    pub fn is_valid_stem(&self, stem: &str, instance: &Value) -> bool {
-        self.validator(stem).is_some_and(|v| v.is_valid(instance))
-    }
 }
 
 /// Refuse schemas that would need a fetch: every `$ref` must be local.

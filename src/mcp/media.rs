@@ -97,12 +97,6 @@ pub fn negotiate(accept: Option<&str>) -> Option<ResponseMedia> {
     }
 }
 
-/// Whether the client accepts an SSE response at all (used when an upstream
-/// streams and the gateway may pass the stream through).
-pub fn accepts_event_stream(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| quality(&parse_ranges(a), "text", "event-stream") > 0.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

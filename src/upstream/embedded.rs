@@ -158,10 +158,6 @@ impl EmbeddedDealer {
         })
     }
 
-    pub fn lead_count(&self) -> usize {
-        self.leads.count()
-    }
-
     fn dealer_name(&self) -> &str {
         self.dealer
             .get("name")
@@ -231,7 +227,7 @@ impl EmbeddedDealer {
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|v| public_listing(v))
+            .map(|v| (*v).clone())
             .collect();
         let mut data = Map::new();
         data.insert("total".into(), json!(total));
@@ -319,7 +315,7 @@ impl EmbeddedDealer {
                     "the vehicle has left inventory", "search for similar vehicles with aap_inventory_search")]})),
             ),
             Some(v) => {
-                json!({"type": Skill::InventoryVehicle.response_type(), "data": public_listing(v)})
+                json!({"type": Skill::InventoryVehicle.response_type(), "data": v})
             }
         }
     }
@@ -442,12 +438,6 @@ fn is_listed(v: &Value) -> bool {
     v.get("status")
         .and_then(Value::as_str)
         .is_some_and(|s| LISTED.contains(&s))
-}
-
-/// The listing as published: internal-only keys (none today) would be
-/// stripped here.
-fn public_listing(v: &Value) -> Value {
-    v.clone()
 }
 
 fn str_eq_any(value: Option<&Value>, wanted: &[Value]) -> bool {
@@ -606,7 +596,6 @@ fn query_hash(filters: Option<&Map<String, Value>>, sort: Option<&Value>) -> u64
 struct LeadLog {
     file: Mutex<File>,
     by_ref: Mutex<HashMap<String, Value>>,
-    count: std::sync::atomic::AtomicUsize,
 }
 
 impl LeadLog {
@@ -615,7 +604,6 @@ impl LeadLog {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create directory: {e}"))?;
         }
         let mut by_ref = HashMap::new();
-        let mut count = 0usize;
         if path.exists() {
             let f = File::open(path).map_err(|e| e.to_string())?;
             for line in BufReader::new(f).lines() {
@@ -627,7 +615,6 @@ impl LeadLog {
                 let Ok(rec) = serde_json::from_str::<Value>(&line) else {
                     continue;
                 };
-                count += 1;
                 if let (Some(r), Some(resp)) = (
                     rec.get("idempotency_ref").and_then(Value::as_str),
                     rec.get("response"),
@@ -644,12 +631,7 @@ impl LeadLog {
         Ok(LeadLog {
             file: Mutex::new(file),
             by_ref: Mutex::new(by_ref),
-            count: std::sync::atomic::AtomicUsize::new(count),
         })
-    }
-
-    fn count(&self) -> usize {
-        self.count.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn response_for(&self, r: &str) -> Option<Value> {
@@ -669,8 +651,6 @@ impl LeadLog {
         f.sync_data()
             .map_err(|e| format!("lead log fsync failed: {e}"))?;
         drop(f);
-        self.count
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(r) = r {
             self.by_ref
                 .lock()
