@@ -55,6 +55,10 @@ pub struct LimitsConfig {
     pub max_body_bytes: usize,
     pub max_json_depth: usize,
     pub body_read_timeout_ms: u64,
+    /// Time allowed for the whole request header to arrive (slowloris guard).
+    pub header_read_timeout_ms: u64,
+    /// How long an idle keep-alive connection stays open between requests.
+    pub idle_timeout_secs: u64,
     /// More request headers than this → 431.
     pub max_headers: usize,
     /// Total request header bytes above this → 431.
@@ -67,6 +71,8 @@ impl Default for LimitsConfig {
             max_body_bytes: 65_536,
             max_json_depth: 32,
             body_read_timeout_ms: 10_000,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_secs: 60,
             max_headers: 100,
             max_header_bytes: 16_384,
         }
@@ -432,6 +438,12 @@ impl Config {
         }
         if l.body_read_timeout_ms == 0 {
             return Err("limits.body_read_timeout_ms: must be positive".into());
+        }
+        if l.header_read_timeout_ms == 0 {
+            return Err("limits.header_read_timeout_ms: must be positive".into());
+        }
+        if !(1..=3600).contains(&l.idle_timeout_secs) {
+            return Err("limits.idle_timeout_secs: must be between 1 and 3600".into());
         }
         if self.state.idempotency_ttl_hours < 24 {
             return Err("state.idempotency_ttl_hours: must be at least 24 (AAP requires leads be deduplicated for at least 24 hours)".into());

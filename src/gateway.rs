@@ -271,6 +271,15 @@ impl Runtime {
     }
 }
 
+/// Connection-level limits (see `[limits]` in `gateway.toml`).
+#[derive(Debug, Clone, Copy)]
+pub struct IoLimits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_body: usize,
+}
+
 impl Gateway {
     pub fn new(runtime: Runtime) -> Gateway {
         crate::metrics::METRICS
@@ -332,6 +341,17 @@ impl Gateway {
 
     pub fn body_read_timeout(&self) -> Duration {
         Duration::from_millis(self.runtime.load().config.limits.body_read_timeout_ms)
+    }
+
+    /// The connection-level limits the ingress applies, read once per request.
+    pub fn io_limits(&self) -> IoLimits {
+        let l = &self.runtime.load().config.limits;
+        IoLimits {
+            header_timeout: Duration::from_millis(l.header_read_timeout_ms),
+            idle_timeout: Duration::from_secs(l.idle_timeout_secs),
+            body_timeout: Duration::from_millis(l.body_read_timeout_ms),
+            max_body: l.max_body_bytes,
+        }
     }
 
     /// Handle one request end to end and log it.

@@ -41,12 +41,19 @@ impl HttpRequest {
     }
 }
 
+/// Body chunks that follow [`HttpResponse::body`] when the answer streams
+/// (request-scoped SSE); the response ends when the sender is dropped.
+pub type BodyStream = tokio::sync::mpsc::Receiver<Bytes>;
+
 /// An HTTP response produced by the core.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HttpResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The whole body, or its first part when `stream` is set.
     pub body: Bytes,
+    /// More body, written as it arrives (chunked framing).
+    pub stream: Option<BodyStream>,
 }
 
 impl HttpResponse {
@@ -55,6 +62,7 @@ impl HttpResponse {
             status,
             headers: Vec::new(),
             body: Bytes::new(),
+            stream: None,
         }
     }
 
@@ -64,6 +72,7 @@ impl HttpResponse {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
             body: Bytes::from(body),
+            stream: None,
         }
     }
 
@@ -80,6 +89,7 @@ impl HttpResponse {
                 ("x-accel-buffering".into(), "no".into()),
             ],
             body: Bytes::from(body),
+            stream: None,
         }
     }
 

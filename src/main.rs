@@ -200,8 +200,10 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     };
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
-    let mut ingress = http_proxy_service(
-        &server.configuration,
+    // The ingress answers every request itself (forwarding happens in the
+    // backends), so it is a plain HTTP app rather than a proxy service.
+    let mut ingress = pingora::services::listening::Service::new(
+        "aap-gateway ingress".to_owned(),
         Ingress {
             gateway: gateway.clone(),
         },

@@ -20,6 +20,7 @@ pub struct Metrics {
     pub replays: IntCounterVec,
     pub config_generation: IntGauge,
     pub reloads: IntCounterVec,
+    pub connections_closed: IntCounterVec,
 }
 
 const BUCKETS: [f64; 14] = [
@@ -113,10 +114,24 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Configuration reload attempts by result",
             &["result"],
         ),
+        connections_closed: counter(
+            &r,
+            "aap_connections_closed_total",
+            "Client connections the gateway closed on a connection-level limit",
+            &["reason"],
+        ),
         config_generation,
         registry: r,
     }
 });
+
+/// Count a connection closed by the gateway (e.g. `header_timeout`).
+pub fn connection_closed(reason: &'static str) {
+    METRICS
+        .connections_closed
+        .with_label_values(&[reason])
+        .inc();
+}
 
 /// The text exposition of every metric.
 pub fn render() -> String {

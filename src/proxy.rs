@@ -3,11 +3,15 @@
 
 use crate::gateway::Gateway;
 use crate::http::{HttpRequest, HttpResponse};
+use crate::mcp::jsonrpc::{code, RpcError};
 use crate::mcp::server::body_too_large;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
+use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
+use pingora::protocols::http::ServerSession;
+use pingora::server::ShutdownWatch;
 use std::sync::Arc;
 
 /// The public MCP listener.
@@ -20,7 +24,7 @@ pub struct Admin {
     pub gateway: Arc<Gateway>,
 }
 
-fn to_request(session: &Session, body: Bytes) -> HttpRequest {
+fn to_request(session: &ServerSession, body: Bytes) -> HttpRequest {
     let h = session.req_header();
     HttpRequest {
         method: h.method.as_str().to_owned(),
@@ -39,26 +43,30 @@ fn to_request(session: &Session, body: Bytes) -> HttpRequest {
     }
 }
 
-async fn write(session: &mut Session, resp: HttpResponse) -> Result<()> {
+async fn write(session: &mut ServerSession, mut resp: HttpResponse) -> Result<()> {
     let mut header = ResponseHeader::build(resp.status, Some(resp.headers.len() + 2))?;
     for (n, v) in &resp.headers {
         header.insert_header(n.clone(), v.as_str())?;
     }
-    header.insert_header("content-length", resp.body.len().to_string())?;
-    let empty = resp.body.is_empty();
-    session
-        .write_response_header(Box::new(header), empty)
-        .await?;
-    if !empty {
-        session.write_response_body(Some(resp.body), true).await?;
+    let Some(mut rest) = resp.stream.take() else {
+        header.insert_header("content-length", resp.body.len().to_string())?;
+        session.write_response_header(Box::new(header)).await?;
+        return session.write_response_body(resp.body, true).await;
+    };
+    // A stream: chunked framing, each part written (and flushed) as it comes.
+    header.insert_header("transfer-encoding", "chunked")?;
+    session.write_response_header(Box::new(header)).await?;
+    session.write_response_body(resp.body, false).await?;
+    while let Some(chunk) = rest.recv().await {
+        session.write_response_body(chunk, false).await?;
     }
-    Ok(())
+    session.write_response_body(Bytes::new(), true).await
 }
 
 /// Read the whole body, refusing (with the response to send) anything over
 /// `limit` bytes or slower than `timeout`.
 async fn read_body(
-    session: &mut Session,
+    session: &mut ServerSession,
     limit: usize,
     timeout: std::time::Duration,
 ) -> std::result::Result<Bytes, HttpResponse> {
@@ -107,47 +115,111 @@ async fn read_body(
     }
 }
 
+/// Marks a connection that already served a request (carried across
+/// keep-alive reuse in Pingora's persistent settings).
+struct Served;
+
 #[async_trait]
-impl ProxyHttp for Ingress {
-    type CTX = ();
-    fn new_ctx(&self) {}
-
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
-        // Every request is answered in request_filter.
-        Err(Error::explain(
-            ErrorType::InternalError,
-            "ingress does not proxy",
-        ))
+impl HttpServerApp for Ingress {
+    /// One request on an HTTP/1 connection. Pingora's own read timeout is
+    /// per `read()`, so a client trickling one header byte at a time would
+    /// hold the connection forever; the whole header must arrive within
+    /// `limits.header_read_timeout_ms` (after up to `limits.idle_timeout_secs`
+    /// of keep-alive idleness on a reused connection).
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut http: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        let io = self.gateway.io_limits();
+        let reused = http.take_connection_user_context().is_some();
+        let budget = if reused {
+            io.header_timeout + io.idle_timeout
+        } else {
+            io.header_timeout
+        };
+        let mut shutdown_rx = shutdown.clone();
+        let read = tokio::select! {
+            biased;
+            r = tokio::time::timeout(budget, http.read_request()) => r,
+            _ = shutdown_rx.changed() => return None,
+        };
+        match read {
+            Ok(Ok(true)) => {}
+            // Closed by the client, or an idle keep-alive connection expired.
+            Ok(Ok(false)) => return None,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "request header could not be read");
+                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
+                    let _ = http.respond_error(400).await;
+                }
+                return None;
+            }
+            Err(_) => {
+                // Headers incomplete when the budget ran out (slowloris), or
+                // a fresh connection that never sent a request.
+                crate::metrics::connection_closed("header_timeout");
+                tracing::debug!(
+                    reused,
+                    timeout_ms = budget.as_millis() as u64,
+                    "request header not received in time; closing the connection"
+                );
+                return None;
+            }
+        }
+        let keepalive = !*shutdown.borrow();
+        http.set_keepalive(keepalive.then_some(io.idle_timeout.as_secs().max(1)));
+        let resp = match self.early_response(&http) {
+            Some(early) => {
+                http.set_keepalive(None);
+                early
+            }
+            None => match read_body(&mut http, io.max_body, io.body_timeout).await {
+                Ok(body) => {
+                    let req = to_request(&http, body);
+                    self.gateway.handle(req).await
+                }
+                Err(early) => {
+                    // The rest of the body is unread: do not reuse the connection.
+                    http.set_keepalive(None);
+                    early
+                }
+            },
+        };
+        if write(&mut http, resp).await.is_err() {
+            return None;
+        }
+        let mut settings = HttpPersistentSettings::for_session(&http);
+        settings.set_user_context(Box::new(Served));
+        match http.finish().await {
+            Ok(Some(stream)) => Some(ReusedHttpStream::from_reusable_stream(stream, settings)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "connection not reusable");
+                None
+            }
+        }
     }
+}
 
-    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
+impl Ingress {
+    /// 431 before the body is read.
+    fn early_response(&self, http: &ServerSession) -> Option<HttpResponse> {
         let (max_headers, max_header_bytes) = self.gateway.header_limits();
-        let headers = &session.req_header().headers;
+        let headers = &http.req_header().headers;
         let header_bytes: usize = headers
             .iter()
             .map(|(n, v)| n.as_str().len() + v.len() + 4)
             .sum();
         if headers.len() > max_headers || header_bytes > max_header_bytes {
-            let err = crate::mcp::jsonrpc::RpcError::new(431, crate::mcp::jsonrpc::code::INVALID_REQUEST, format!(
-                "Request Header Fields Too Large: at most {max_headers} headers and {max_header_bytes} bytes"));
-            session.set_keepalive(None);
-            write(session, HttpResponse::json(431, &err.to_body(None))).await?;
-            return Ok(true);
+            let err = RpcError::new(
+                431,
+                code::INVALID_REQUEST,
+                format!("Request Header Fields Too Large: at most {max_headers} headers and {max_header_bytes} bytes"),
+            );
+            return Some(HttpResponse::json(431, &err.to_body(None)));
         }
-        let limit = self.gateway.max_body_bytes();
-        let resp = match read_body(session, limit, self.gateway.body_read_timeout()).await {
-            Ok(body) => {
-                let req = to_request(session, body);
-                self.gateway.handle(req).await
-            }
-            Err(early) => {
-                // The rest of the body is unread: do not reuse the connection.
-                session.set_keepalive(None);
-                early
-            }
-        };
-        write(session, resp).await?;
-        Ok(true)
+        None
     }
 }
 

@@ -161,3 +161,110 @@ fn oversized_headers_and_slow_bodies() {
     );
     assert_eq!(list(&slow).status, 200);
 }
+
+/// A client that trickles its request header (slowloris) is cut off after
+/// `limits.header_read_timeout_ms` in total, even though every single read
+/// makes progress; an idle keep-alive connection is closed after
+/// `limits.idle_timeout_secs`; other clients are served throughout.
+#[test]
+fn slow_headers_and_idle_connections_are_closed() {
+    use std::io::{Read, Write};
+    let cfg = config_with("", "", "")
+        .replace(
+            "header_read_timeout_ms = 10000",
+            "header_read_timeout_ms = 1000",
+        )
+        .replace("idle_timeout_secs = 60", "idle_timeout_secs = 1");
+    let gw = Gateway::start_with(&cfg);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let header = format!("POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    s.write_all(header.as_bytes()).unwrap();
+    let started = std::time::Instant::now();
+    let mut closed_after = None;
+    let mut buf = [0u8; 256];
+    // One byte every 100 ms: each read succeeds, the whole header never ends.
+    while started.elapsed() < Duration::from_secs(6) {
+        if s.write_all(b"a").is_err() {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        match s.read(&mut buf) {
+            Ok(0) => {
+                closed_after = Some(started.elapsed());
+                break;
+            }
+            Ok(n) => panic!(
+                "unexpected answer to an unfinished header: {}",
+                String::from_utf8_lossy(&buf[..n])
+            ),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed_after = Some(started.elapsed());
+                break;
+            }
+        }
+        // Others are served while the slow client hangs on.
+        if started.elapsed() > Duration::from_millis(300)
+            && started.elapsed() < Duration::from_millis(450)
+        {
+            assert_eq!(list(&gw).status, 200);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let closed_after = closed_after.expect("slow header connection was never closed");
+    assert!(
+        closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(4),
+        "closed after {closed_after:?}"
+    );
+    // A keep-alive connection that served a request and then idles is closed.
+    let mut k = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    let body = modern("tools/list", json!({})).to_string();
+    k.write_all(
+        format!(
+            "POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    k.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let idle_started;
+    loop {
+        let n = k.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before answering");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("content-length: ")
+                        .or_else(|| l.strip_prefix("Content-Length: "))
+                })
+                .and_then(|v| v.trim().parse().ok())
+                .expect("content-length");
+            if got.len() >= end + 4 + len {
+                idle_started = std::time::Instant::now();
+                break;
+            }
+        }
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    let n = k.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "idle keep-alive connection got data");
+    let idle = idle_started.elapsed();
+    assert!(
+        idle >= Duration::from_millis(900) && idle < Duration::from_secs(4),
+        "idle connection closed after {idle:?}"
+    );
+    let metrics = request(gw.admin, "GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.contains("aap_connections_closed_total{reason=\"header_timeout\"}"),
+        "{metrics}"
+    );
+    assert_eq!(list(&gw).status, 200);
+}
