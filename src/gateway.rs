@@ -242,7 +242,7 @@ impl Runtime {
                 page_size: t.tools_page_size,
                 list_ttl_ms: t.list_ttl_ms,
                 instructions: t.instructions.clone(),
-                contract,
+                contract: Arc::new(contract),
                 server_name: config.server.name.clone(),
                 max_body_bytes: config.limits.max_body_bytes,
                 max_json_depth: config.limits.max_json_depth,

@@ -93,6 +93,20 @@ impl HttpResponse {
         }
     }
 
+    /// The head of a streamed `text/event-stream` response (no body yet).
+    pub fn sse_headers(status: u16) -> Self {
+        HttpResponse {
+            status,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+                ("x-accel-buffering".into(), "no".into()),
+            ],
+            body: Bytes::new(),
+            stream: None,
+        }
+    }
+
     pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
         self.headers.push((name.to_ascii_lowercase(), value.into()));
         self

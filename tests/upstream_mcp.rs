@@ -309,13 +309,197 @@ fn auto_reprobes_after_the_upstream_changes_era() {
     assert!(!err, "{sc}");
     legacy.kill();
     let _modern = Peer::start_on(PeerKind::StrictMcp, port, &["--modern-only"], &[], None);
-    // The first call after the swap may be withheld as an invalid answer (a
-    // typed tool error, never a wrong success); the next one re-probes.
-    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
-    if err {
-        assert_eq!(sc["code"], "UPSTREAM_INVALID_RESPONSE", "{sc}");
-    }
+    // The new server refuses the legacy revision (-32022) before running
+    // anything: the gateway probes again and re-sends the same call.
     let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
     assert!(!err, "{sc}");
     assert_search(&sc);
+    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+    assert!(!err, "{sc}");
+    assert_search(&sc);
+}
+
+/// The data payloads of an SSE body, in order.
+fn sse_messages(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|ev| {
+            let data: Vec<&str> = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:").map(str::trim_start))
+                .collect();
+            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).unwrap())
+        })
+        .collect()
+}
+
+/// A client that accepts SSE sees the upstream's progress notifications
+/// (its own progressToken) streamed before the gateway-validated result; a
+/// JSON-only client gets the same call collapsed to one JSON response.
+#[test]
+fn sse_upstream_streams_progress_to_sse_clients() {
+    let peer = Peer::start(PeerKind::StrictMcp, &["--sse"], &[]);
+    let gw = Gateway::start_with(&mcp_backend(&[peer.url()], "2026-07-28", ""));
+    let mut call = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search", "arguments": search_all()}),
+    );
+    call["params"]["_meta"]["progressToken"] = json!("tok-7");
+    call["id"] = json!("call-1");
+    let r = gw.rpc(&[("Accept", "application/json, text/event-stream")], &call);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "{:?}",
+        r.headers
+    );
+    let msgs = sse_messages(&r.text());
+    assert!(msgs.len() >= 2, "{msgs:?}");
+    let (last, notes) = msgs.split_last().unwrap();
+    assert!(!notes.is_empty());
+    for n in notes {
+        assert_eq!(n["method"], "notifications/progress", "{n}");
+        assert_eq!(n["params"]["progressToken"], "tok-7", "{n}");
+        assert!(n.get("id").is_none());
+    }
+    assert_eq!(last["id"], "call-1", "{last}");
+    assert_eq!(last["result"]["resultType"], "complete");
+    assert_eq!(last["result"]["isError"], false);
+    assert_search(&last["result"]["structuredContent"]);
+    // JSON only: one JSON response, no notifications.
+    let r = gw.rpc(&[("Accept", "application/json")], &call);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    assert_eq!(r.json()["id"], "call-1");
+    assert_search(&r.json()["result"]["structuredContent"]);
+    // A streamed lead is still exactly one lead, replayed on retry.
+    let mut lead_call = modern(
+        "tools/call",
+        json!({"name": "aap_lead_submit", "arguments": lead("sse-lead-1")}),
+    );
+    lead_call["params"]["_meta"]["progressToken"] = json!(9);
+    let first = gw.rpc(
+        &[("Accept", "application/json, text/event-stream")],
+        &lead_call,
+    );
+    let first = sse_messages(&first.text()).pop().unwrap();
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let again = gw.rpc(&[("Accept", "application/json")], &lead_call).json();
+    assert_eq!(
+        first["result"]["structuredContent"]["data"]["lead_id"],
+        again["result"]["structuredContent"]["data"]["lead_id"]
+    );
+    assert_eq!(peer.leads().len(), 1);
+}
+
+/// Client `Mcp-Param-*` headers reach the upstream unchanged, beside the
+/// standard headers the gateway fills in; an upstream JSON-RPC error keeps
+/// its code and message (400 for a modern client, as MCP maps -32602).
+#[test]
+fn param_headers_pass_through_and_upstream_protocol_errors_keep_their_meaning() {
+    let seen = temp_dir("seen").join("seen.jsonl");
+    let seen_arg = seen.display().to_string();
+    let peer = Peer::start(PeerKind::StrictMcp, &["--seen", &seen_arg], &[]);
+    let gw = Gateway::start_with(&mcp_backend(&[peer.url()], "2026-07-28", ""));
+    let r = gw.rpc(
+        &[("Mcp-Param-Region", "north"), ("Mcp-Param-X-Trace", "abc")],
+        &modern(
+            "tools/call",
+            json!({"name": "aap_inventory_search", "arguments": search_all()}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    let last: Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    assert_eq!(last["mcp-param-region"], "north", "{last}");
+    assert_eq!(last["mcp-param-x-trace"], "abc", "{last}");
+    assert_eq!(last["mcp-method"], "tools/call", "{last}");
+    assert_eq!(last["mcp-name"], "aap_inventory_search", "{last}");
+    assert_eq!(last["mcp-protocol-version"], "2026-07-28", "{last}");
+
+    let mut refused = search_all();
+    refused["filters"] = json!({"query": "upstream-protocol-error"});
+    let r = headerless_call(&gw, "aap_inventory_search", refused.clone());
+    assert_eq!(r.status, 400, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["error"]["code"], -32602, "{j}");
+    assert!(
+        j["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("refuses the query"),
+        "{j}"
+    );
+    assert_eq!(j["error"]["data"]["field"], "filters.query");
+    // A legacy client gets the same error with HTTP 200.
+    legacy_handshake(&gw);
+    let r = gw.rpc(
+        &[("MCP-Protocol-Version", LEGACY)],
+        &legacy(
+            "tools/call",
+            json!({"name": "aap_inventory_search", "arguments": refused}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], -32602, "{}", r.text());
+}
+
+/// The stream is relayed as it happens, not buffered: the first progress
+/// event reaches the client while the upstream is still holding its result
+/// (it waits for a file the test creates only after reading that event).
+#[test]
+fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
+    use std::io::{Read, Write};
+    let hold = temp_dir("hold").join("release");
+    let hold_arg = hold.display().to_string();
+    let peer = Peer::start(
+        PeerKind::StrictMcp,
+        &["--sse", "--hold-until", &hold_arg],
+        &[],
+    );
+    let gw = Gateway::start_with(&mcp_backend(&[peer.url()], "2026-07-28", ""));
+    let mut call = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search", "arguments": search_all()}),
+    );
+    call["params"]["_meta"]["progressToken"] = json!("live");
+    let body = call.to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .unwrap();
+    write!(
+        s,
+        "POST /aap/3.0.0/demo-toyota/mcp HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("notifications/progress") {
+        let n = s
+            .read(&mut buf)
+            .expect("first event while the upstream holds");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+    assert!(
+        !head.contains("\"result\""),
+        "result before release: {head}"
+    );
+    std::fs::write(&hold, b"go").unwrap();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let all = String::from_utf8_lossy(&got).to_string();
+    assert!(all.contains("\"resultType\":\"complete\""), "{all}");
 }

@@ -6,7 +6,7 @@ use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
 use super::schemas::SchemaSet;
 use super::skill::Skill;
 use crate::state::{Begin, Bucket, SharedState, Take};
-use crate::upstream::{Backend, BackendError, SkillCall};
+use crate::upstream::{Backend, BackendError, Forward, SkillCall};
 use crate::util::{canonical_json, parse_rfc3339, sha256_hex};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -62,6 +62,9 @@ impl ToolOutcome {
 pub enum UpstreamFault {
     Unavailable,
     Timeout,
+    /// The upstream answered an MCP protocol error; it reaches the client
+    /// as that JSON-RPC error.
+    Protocol(crate::upstream::ProtocolError),
 }
 
 #[derive(Debug)]
@@ -78,6 +81,7 @@ impl Contract {
         skill: Skill,
         arguments: Option<&Value>,
         caller: &str,
+        forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
         let empty = json!({});
         let args = arguments.unwrap_or(&empty);
@@ -85,12 +89,12 @@ impl Contract {
             return Ok(rejection);
         }
         if skill == Skill::LeadSubmit {
-            return self.submit_lead(args, caller).await;
+            return self.submit_lead(args, caller, forward).await;
         }
         if let Some(limited) = self.check_quota(skill, caller).await {
             return Ok(limited);
         }
-        self.call_backend(skill, args, caller, None).await
+        self.call_backend(skill, args, caller, None, forward).await
     }
 
     /// Schema and consent checks; `Some` is the typed rejection.
@@ -175,7 +179,12 @@ impl Contract {
         }
     }
 
-    async fn submit_lead(&self, args: &Value, caller: &str) -> Result<ToolOutcome, UpstreamFault> {
+    async fn submit_lead(
+        &self,
+        args: &Value,
+        caller: &str,
+        forward: &Forward,
+    ) -> Result<ToolOutcome, UpstreamFault> {
         let key = args
             .get("idempotency_key")
             .and_then(Value::as_str)
@@ -236,7 +245,7 @@ impl Contract {
             return Ok(limited);
         }
         let result = self
-            .call_backend(Skill::LeadSubmit, args, caller, Some(&record))
+            .call_backend(Skill::LeadSubmit, args, caller, Some(&record), forward)
             .await;
         match &result {
             Ok(out)
@@ -255,8 +264,13 @@ impl Contract {
                     tracing::error!(error = %e, "idempotency completion not recorded");
                 }
             }
-            // Retryable answers and certain non-delivery free the key.
-            Ok(_) | Err(UpstreamFault::Unavailable) => self.abandon(&record).await,
+            // An internal error upstream may come after the lead was stored.
+            Err(UpstreamFault::Protocol(e)) if e.code == -32603 => {}
+            // Retryable answers, certain non-delivery and a refused request
+            // free the key.
+            Ok(_) | Err(UpstreamFault::Unavailable | UpstreamFault::Protocol(_)) => {
+                self.abandon(&record).await
+            }
             // A timeout leaves the claim in place: the lead may have arrived.
             Err(UpstreamFault::Timeout) => {}
         }
@@ -275,6 +289,7 @@ impl Contract {
         args: &Value,
         caller: &str,
         idem: Option<&str>,
+        forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
         let call = SkillCall {
             tenant: &self.cfg.tenant,
@@ -282,6 +297,7 @@ impl Contract {
             request: args,
             caller,
             idempotency_ref: idem,
+            forward,
         };
         let started = std::time::Instant::now();
         let answer = self.backend.call(call).await;
@@ -302,6 +318,15 @@ impl Contract {
             Err(BackendError::InvalidResponse(why)) => {
                 tracing::error!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend answered garbage");
                 return Ok(upstream_invalid(skill));
+            }
+            Err(BackendError::Protocol(e)) => {
+                tracing::warn!(
+                    backend = self.backend.kind(),
+                    skill = skill.id(),
+                    code = e.code,
+                    "upstream refused the call with an MCP error"
+                );
+                return Err(UpstreamFault::Protocol(e));
             }
         };
         if let Err(errors) = self.schemas.validate_result(skill, &payload) {

@@ -262,6 +262,7 @@ impl Authenticator {
             return;
         }
         let req = crate::upstream::client::Request {
+            extra_headers: &[],
             method: "GET",
             path,
             headers: vec![("accept", "application/json".to_string())],

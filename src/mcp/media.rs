@@ -97,6 +97,12 @@ pub fn negotiate(accept: Option<&str>) -> Option<ResponseMedia> {
     }
 }
 
+/// True when `Accept` admits `text/event-stream`, i.e. the answer may be
+/// streamed even though JSON is preferred.
+pub fn accepts_event_stream(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| quality(&parse_ranges(a), "text", "event-stream") > 0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +143,14 @@ mod tests {
         assert_eq!(negotiate(Some("text/html")), None);
         assert_eq!(negotiate(Some("application/json;q=0")), None);
         assert_eq!(negotiate(Some("*/*;q=0")), None);
+        assert!(accepts_event_stream(Some(
+            "application/json, text/event-stream"
+        )));
+        assert!(accepts_event_stream(Some("*/*")));
+        assert!(!accepts_event_stream(Some("application/json")));
+        assert!(!accepts_event_stream(Some(
+            "text/event-stream;q=0, application/json"
+        )));
+        assert!(!accepts_event_stream(None));
     }
 }

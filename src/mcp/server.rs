@@ -11,11 +11,13 @@ use super::jsonrpc::{self, code, result_body, Message, RpcError};
 use super::media::{self, ResponseMedia};
 use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
-use crate::aap::contract::{Contract, UpstreamFault};
+use crate::aap::contract::{Contract, ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
-use crate::http::{HttpRequest, HttpResponse};
+use crate::http::{BodyStream, HttpRequest, HttpResponse};
+use crate::upstream::{Forward, ProtocolError};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ pub struct Endpoint {
     pub page_size: usize,
     pub list_ttl_ms: u64,
     pub instructions: Option<String>,
-    pub contract: Contract,
+    pub contract: Arc<Contract>,
     pub server_name: String,
     pub max_body_bytes: usize,
     pub max_json_depth: usize,
@@ -68,6 +70,8 @@ struct Reply {
     status: u16,
     body: Option<Value>,
     headers: Vec<(String, String)>,
+    /// A request-scoped SSE stream (already framed events).
+    stream: Option<BodyStream>,
 }
 
 impl Reply {
@@ -76,6 +80,7 @@ impl Reply {
             status: 200,
             body: Some(body),
             headers: Vec::new(),
+            stream: None,
         }
     }
     fn accepted() -> Self {
@@ -83,7 +88,34 @@ impl Reply {
             status: 202,
             body: None,
             headers: Vec::new(),
+            stream: None,
         }
+    }
+}
+
+/// What a method produced: a result, or a stream that ends with it.
+enum Answer {
+    Result(Value),
+    Stream(BodyStream),
+}
+
+/// The parts of a request a tools/call needs besides its params.
+struct CallCtx<'a> {
+    rev: Revision,
+    id: &'a Value,
+    /// The client accepts `text/event-stream`.
+    stream_ok: bool,
+    req: &'a HttpRequest,
+}
+
+/// Upstream notifications buffered per streamed call before the client
+/// reads them; beyond this they are dropped (the result never is).
+const EVENT_BUFFER: usize = 64;
+
+impl Reply {
+    fn with_status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
     }
 }
 
@@ -214,12 +246,18 @@ impl Endpoint {
         };
         let id = message.id().cloned();
         out.method = message.method().map(str::to_owned);
-        match self.dispatch(req, &message, caller, out).await {
+        let stream_ok = media::accepts_event_stream(req.header_str("accept"));
+        match self.dispatch(req, &message, caller, stream_ok, out).await {
             Ok(reply) => {
                 if out.outcome.is_empty() {
                     out.outcome = "ok".into();
                 }
                 let mut resp = match (reply.body, framing) {
+                    _ if reply.stream.is_some() => {
+                        let mut r = HttpResponse::sse_headers(reply.status);
+                        r.stream = reply.stream;
+                        r
+                    }
                     (None, _) => HttpResponse::new(reply.status),
                     (Some(body), ResponseMedia::Json) => HttpResponse::json(reply.status, &body),
                     (Some(body), ResponseMedia::EventStream) => {
@@ -249,6 +287,7 @@ impl Endpoint {
         req: &HttpRequest,
         message: &Message,
         caller: &CallerCtx<'_>,
+        stream_ok: bool,
         out: &mut Outcome,
     ) -> Result<Reply, RpcError> {
         let mirror =
@@ -296,13 +335,26 @@ impl Endpoint {
                         "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
                 }
                 let name = self.check_name(method, params.as_ref(), &mirror, out)?;
-                let result = self
-                    .method(rev, method, params.as_ref(), name, caller, out)
-                    .await?;
-                Ok(Reply::ok(result_body(
+                let ctx = CallCtx {
+                    rev,
                     id,
-                    finish(rev, result, &self.server_name),
-                )))
+                    stream_ok,
+                    req,
+                };
+                match self
+                    .method(&ctx, method, params.as_ref(), name, caller, out)
+                    .await?
+                {
+                    Answer::Result(result) => Ok(Reply::ok(result_body(
+                        id,
+                        finish(rev, result, &self.server_name),
+                    ))),
+                    Answer::Stream(stream) => Ok(Reply {
+                        stream: Some(stream),
+                        ..Reply::accepted()
+                    }
+                    .with_status(200)),
+                }
             }
         }
     }
@@ -431,15 +483,21 @@ impl Endpoint {
 
     async fn method(
         &self,
-        rev: Revision,
+        ctx: &CallCtx<'_>,
         method: &str,
         params: Option<&Map<String, Value>>,
         name: Option<&str>,
         caller: &CallerCtx<'_>,
         out: &mut Outcome,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
+        let rev = ctx.rev;
+        if method == "tools/call" {
+            return self
+                .call_tool(ctx, params, name.unwrap_or_default(), caller, out)
+                .await;
+        }
         let cache_scope = if caller.private { "private" } else { "public" };
-        match (method, rev) {
+        let result = match (method, rev) {
             ("server/discover", Revision::Modern) => {
                 let mut r = json!({
                     "supportedVersions": revision::SUPPORTED,
@@ -453,10 +511,6 @@ impl Endpoint {
                 Ok(r)
             }
             ("tools/list", _) => self.list_tools(params, cache_scope),
-            ("tools/call", _) => {
-                self.call_tool(params, name.unwrap_or_default(), caller, out)
-                    .await
-            }
             ("ping", Revision::Legacy) => Ok(json!({})),
             _ => Err(RpcError::new(
                 // Legacy clients read 404 as "session expired", so only the
@@ -465,7 +519,8 @@ impl Endpoint {
                 code::METHOD_NOT_FOUND,
                 "Method not found",
             )),
-        }
+        };
+        result.map(Answer::Result)
     }
 
     fn list_tools(
@@ -506,11 +561,12 @@ impl Endpoint {
 
     async fn call_tool(
         &self,
+        ctx: &CallCtx<'_>,
         params: Option<&Map<String, Value>>,
         name: &str,
         caller: &CallerCtx<'_>,
         out: &mut Outcome,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let skill = Skill::from_tool_name(name)
             .filter(|s| self.tools.iter().any(|t| t["name"] == s.tool_name()))
             .ok_or_else(|| RpcError::new(200, code::INVALID_PARAMS, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
@@ -535,13 +591,161 @@ impl Endpoint {
             }
         }
         let arguments = params.and_then(|p| p.get("arguments"));
-        let outcome = self.contract.execute(skill, arguments, caller.scope).await.map_err(|fault| match fault {
-            UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
-            UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
-        })?;
-        out.outcome = outcome.outcome.clone();
-        Ok(tool_result(outcome.payload, outcome.is_error))
+        let mut forward = Forward {
+            param_headers: ctx
+                .req
+                .headers
+                .iter()
+                .filter(|(n, _)| n.starts_with("mcp-param-"))
+                .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+                .collect(),
+            progress_token: params
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("progressToken"))
+                .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+                .cloned(),
+            events: None,
+        };
+        if !(ctx.stream_ok && self.contract.backend.may_notify()) {
+            let done = self
+                .contract
+                .execute(skill, arguments, caller.scope, &forward)
+                .await;
+            return tool_answer(done, ctx.rev, out).map(Answer::Result);
+        }
+        // The upstream may send notifications before its result: run the
+        // call in its own task and stream as soon as the first one arrives.
+        // Without notifications the answer is the same as without SSE.
+        let (tx, mut events) = tokio::sync::mpsc::channel(EVENT_BUFFER);
+        forward.events = Some(tx);
+        let contract = self.contract.clone();
+        let args = arguments.cloned();
+        let scope = caller.scope.to_owned();
+        let mut call = tokio::spawn(async move {
+            contract
+                .execute(skill, args.as_ref(), &scope, &forward)
+                .await
+        });
+        let first = tokio::select! {
+            biased;
+            done = &mut call => {
+                let done = done.map_err(|_| call_task_failed())?;
+                let mut early = Vec::new();
+                while let Ok(ev) = events.try_recv() {
+                    early.push(ev);
+                }
+                if early.is_empty() {
+                    return tool_answer(done, ctx.rev, out).map(Answer::Result);
+                }
+                let last = self.final_event(tool_answer(done, ctx.rev, out), ctx);
+                let (btx, brx) = tokio::sync::mpsc::channel(early.len() + 1);
+                for ev in &early {
+                    let _ = btx.try_send(sse_event(ev));
+                }
+                let _ = btx.try_send(last);
+                return Ok(Answer::Stream(brx));
+            }
+            Some(first) = events.recv() => first,
+        };
+        out.outcome = "stream".into();
+        let (btx, brx) = tokio::sync::mpsc::channel(EVENT_BUFFER);
+        let _ = btx.try_send(sse_event(&first));
+        let finisher = StreamFinish {
+            rev: ctx.rev,
+            id: ctx.id.clone(),
+            server_name: self.server_name.clone(),
+        };
+        tokio::spawn(async move {
+            // The call runs to completion even if the client goes away: a
+            // lead is never abandoned half-way.
+            let mut client_gone = false;
+            while let Some(ev) = events.recv().await {
+                if !client_gone && btx.send(sse_event(&ev)).await.is_err() {
+                    client_gone = true;
+                }
+            }
+            let done = call.await.map_err(|_| call_task_failed());
+            let mut scratch = Outcome::default();
+            let answer = done.and_then(|d| tool_answer(d, finisher.rev, &mut scratch));
+            if !client_gone {
+                let _ = btx.send(finisher.event(answer)).await;
+            }
+        });
+        Ok(Answer::Stream(brx))
     }
+
+    /// The last SSE event of a streamed call.
+    fn final_event(&self, answer: Result<Value, RpcError>, ctx: &CallCtx<'_>) -> Bytes {
+        StreamFinish {
+            rev: ctx.rev,
+            id: ctx.id.clone(),
+            server_name: self.server_name.clone(),
+        }
+        .event(answer)
+    }
+}
+
+/// What the end of a streamed call needs to frame its response.
+struct StreamFinish {
+    rev: Revision,
+    id: Value,
+    server_name: String,
+}
+
+impl StreamFinish {
+    fn event(&self, answer: Result<Value, RpcError>) -> Bytes {
+        let body = match answer {
+            Ok(result) => result_body(&self.id, finish(self.rev, result, &self.server_name)),
+            Err(e) => e.to_body(Some(&self.id)),
+        };
+        sse_event(&body)
+    }
+}
+
+/// One SSE `message` event carrying a JSON-RPC message.
+fn sse_event(message: &Value) -> Bytes {
+    let mut s = String::from("event: message\ndata: ");
+    s.push_str(&serde_json::to_string(message).unwrap_or_default());
+    s.push_str("\n\n");
+    Bytes::from(s)
+}
+
+fn call_task_failed() -> RpcError {
+    RpcError::new(
+        500,
+        code::INTERNAL_ERROR,
+        "Internal error: the call could not complete; retry a lead only with the same idempotency_key",
+    )
+}
+
+/// A contract outcome as a tools/call result or a JSON-RPC error.
+fn tool_answer(
+    done: Result<ToolOutcome, UpstreamFault>,
+    rev: Revision,
+    out: &mut Outcome,
+) -> Result<Value, RpcError> {
+    let outcome = done.map_err(|fault| match fault {
+        UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
+        UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
+        UpstreamFault::Protocol(e) => upstream_protocol_error(e, rev),
+    })?;
+    out.outcome = outcome.outcome;
+    Ok(tool_result(outcome.payload, outcome.is_error))
+}
+
+/// An upstream MCP error keeps its code, message and data; the HTTP status
+/// follows the client's revision (modern maps protocol errors to 400/404,
+/// legacy clients always get 200 so a 404 is not read as "session gone").
+fn upstream_protocol_error(e: ProtocolError, rev: Revision) -> RpcError {
+    let status = match (rev, e.code) {
+        (Revision::Legacy, _) => 200,
+        (_, -32700 | -32600 | -32602 | -32022..=-32020) => 400,
+        (_, -32601) => 404,
+        _ => 200,
+    };
+    let mut err = RpcError::new(status, e.code, e.message);
+    err.data = e.data.map(Box::new);
+    err
 }
 
 /// A tools/call result: the payload in `structuredContent` and, serialized,

@@ -87,6 +87,7 @@ impl A2aUpstream {
         let mut headers = vec![("accept", "application/json".to_owned())];
         self.auth_header(&mut headers);
         let req = Request {
+            extra_headers: &[],
             method: "GET",
             path: &self.card_path,
             headers,
@@ -145,6 +146,7 @@ impl A2aUpstream {
         ];
         self.auth_header(&mut headers);
         let req = Request {
+            extra_headers: &[],
             method: "POST",
             path: &self.path,
             headers,

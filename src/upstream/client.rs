@@ -122,6 +122,8 @@ pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub headers: Vec<(&'static str, String)>,
+    /// Headers passed on from the client (e.g. `Mcp-Param-*`).
+    pub extra_headers: &'a [(String, String)],
     pub body: Bytes,
     /// A read: may be retried on another peer.
     pub retryable: bool,
@@ -399,6 +401,10 @@ impl Client {
                 .map_err(|e| e.to_string())?;
             for (n, v) in &req.headers {
                 h.insert_header(*n, v.as_str()).map_err(|e| e.to_string())?;
+            }
+            for (n, v) in req.extra_headers {
+                h.append_header(n.clone(), v.as_str())
+                    .map_err(|e| e.to_string())?;
             }
             h.insert_header("content-length", req.body.len().to_string())
                 .map_err(|e| e.to_string())?;

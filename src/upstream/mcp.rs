@@ -19,7 +19,10 @@
 //! gateway's own framing.
 
 use super::client::{Client, ClientConfig, Reply, Request};
-use super::{forwarded_request, normalize_numbers, Backend, BackendError, LeadKeyMode, SkillCall};
+use super::{
+    forwarded_request, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode,
+    ProtocolError, SkillCall,
+};
 use crate::mcp::headers::encode_value;
 use crate::mcp::revision::{
     Revision, LEGACY, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN,
@@ -128,6 +131,7 @@ impl McpUpstream {
         retryable: bool,
     ) -> Request<'a> {
         Request {
+            extra_headers: &[],
             method: "POST",
             path: &self.path,
             headers,
@@ -167,19 +171,24 @@ impl McpUpstream {
         tool: &str,
         args: Value,
         retryable: bool,
+        forward: &Forward,
     ) -> Result<Value, BackendError> {
         let id = self.id();
+        let mut meta = Self::modern_meta();
+        if let Some(token) = &forward.progress_token {
+            meta["progressToken"] = token.clone();
+        }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": args, "_meta": Self::modern_meta()}});
+            "params": {"name": tool, "arguments": args, "_meta": meta}});
         let mut headers = self.base_headers();
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
         headers.push(("mcp-name", encode_value(tool)));
-        let matcher = |r: &Reply| sse_complete(r, &id);
-        let reply = self
-            .client
-            .send(&self.request(&body, headers, retryable), Some(&matcher))
-            .await?;
+        let mut req = self.request(&body, headers, retryable);
+        req.extra_headers = &forward.param_headers;
+        let watch = SseWatch::new(&id, forward);
+        let matcher = |r: &Reply| watch.check(r);
+        let reply = self.client.send(&req, Some(&matcher)).await?;
         tool_result(&reply, &id)
     }
 
@@ -203,6 +212,10 @@ impl McpUpstream {
         check_http(&reply)?;
         let msg = rpc_message(&reply, &id)?;
         if let Some(e) = msg.get("error") {
+            let refused = protocol_error(e);
+            if era_refused(&Err(refused.clone())) {
+                return Err(refused);
+            }
             return Err(BackendError::InvalidResponse(format!(
                 "upstream refused initialize: {}",
                 rpc_error_text(e)
@@ -267,6 +280,7 @@ impl McpUpstream {
         tool: &str,
         args: Value,
         retryable: bool,
+        forward: &Forward,
     ) -> Result<Value, BackendError> {
         let attempts = if retryable {
             self.client.peers().len()
@@ -280,7 +294,10 @@ impl McpUpstream {
                 break;
             };
             tried.push(peer);
-            match self.call_legacy_at(peer, tool, &args, retryable).await {
+            match self
+                .call_legacy_at(peer, tool, &args, retryable, forward)
+                .await
+            {
                 Ok(v) => return Ok(v),
                 // Only failures that certainly did not execute move a write on.
                 Err(e @ BackendError::Unavailable(_)) => last = e,
@@ -297,13 +314,19 @@ impl McpUpstream {
         tool: &str,
         args: &Value,
         retryable: bool,
+        forward: &Forward,
     ) -> Result<Value, BackendError> {
         let mut session = self.session(peer, false).await?;
         for attempt in 0..2 {
             let id = self.id();
-            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": {"name": tool, "arguments": args}});
-            let matcher = |r: &Reply| sse_complete(r, &id);
+            let mut params = json!({"name": tool, "arguments": args});
+            if let Some(token) = &forward.progress_token {
+                params["_meta"] = json!({ "progressToken": token });
+            }
+            let body =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            let watch = SseWatch::new(&id, forward);
+            let matcher = |r: &Reply| watch.check(r);
             let reply = self
                 .client
                 .send_one(
@@ -326,6 +349,34 @@ impl McpUpstream {
     }
 }
 
+impl McpUpstream {
+    async fn call_in_era(
+        &self,
+        tool: &str,
+        args: &Value,
+        retryable: bool,
+        forward: &Forward,
+    ) -> Result<Value, BackendError> {
+        match self.era().await? {
+            Revision::Modern => {
+                self.call_modern(tool, args.clone(), retryable, forward)
+                    .await
+            }
+            Revision::Legacy => {
+                self.call_legacy(tool, args.clone(), retryable, forward)
+                    .await
+            }
+        }
+    }
+}
+
+/// An upstream refusal of the revision or mirror headers the gateway sent
+/// (-32020 header mismatch, -32021 missing header, -32022 unsupported
+/// version): the call did not run.
+fn era_refused(answer: &Result<Value, BackendError>) -> bool {
+    matches!(answer, Err(BackendError::Protocol(e)) if (-32022..=-32020).contains(&e.code))
+}
+
 #[async_trait]
 impl Backend for McpUpstream {
     fn kind(&self) -> &'static str {
@@ -336,13 +387,27 @@ impl Backend for McpUpstream {
         let args = forwarded_request(&call, self.lead_key);
         let retryable = call.skill.is_read();
         let tool = call.skill.tool_name();
-        let answer = match self.era().await? {
-            Revision::Modern => self.call_modern(tool, args, retryable).await,
-            Revision::Legacy => self.call_legacy(tool, args, retryable).await,
-        };
-        if self.probed && matches!(answer, Err(BackendError::InvalidResponse(_))) {
-            // The upstream may have been replaced by one of the other era.
+        let mut answer = self.call_in_era(tool, &args, retryable, call.forward).await;
+        if self.probed && era_refused(&answer) {
+            // The upstream now speaks the other era (replaced or upgraded). A
+            // version or header refusal happens before any tool runs, so the
+            // call is re-sent once after a fresh probe, leads included.
+            tracing::info!(
+                upstream = "mcp",
+                "upstream refused the probed MCP revision; probing again"
+            );
             *self.era.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            answer = self.call_in_era(tool, &args, retryable, call.forward).await;
+        }
+        if self.probed && matches!(answer, Err(BackendError::InvalidResponse(_))) {
+            // Re-probe on the next call.
+            *self.era.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        if era_refused(&answer) {
+            // About the gateway-to-upstream hop, not the client's request.
+            return Err(BackendError::InvalidResponse(
+                "upstream refused the gateway's MCP revision or headers".into(),
+            ));
         }
         let mut payload = answer?;
         normalize_numbers(&mut payload);
@@ -356,6 +421,70 @@ impl Backend for McpUpstream {
     fn dedupes_leads(&self) -> bool {
         self.dedupes
     }
+
+    fn may_notify(&self) -> bool {
+        true
+    }
+}
+
+/// Watches an upstream answer as it streams in: hands each complete
+/// `notifications/*` event to the client's stream and reports when the
+/// JSON-RPC response with `id` has arrived.
+struct SseWatch<'a> {
+    id: &'a Value,
+    forward: &'a Forward,
+    /// Bytes of the body already parsed into complete events.
+    parsed: std::sync::Mutex<usize>,
+}
+
+impl<'a> SseWatch<'a> {
+    fn new(id: &'a Value, forward: &'a Forward) -> Self {
+        SseWatch {
+            id,
+            forward,
+            parsed: std::sync::Mutex::new(0),
+        }
+    }
+
+    fn check(&self, r: &Reply) -> bool {
+        if r.content_type() != "text/event-stream" {
+            return false;
+        }
+        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+        let start = (*parsed).min(r.body.len());
+        let end = start + complete_events_len(&r.body[start..]);
+        *parsed = end;
+        let mut done = false;
+        for data in sse_events(&r.body[start..end]) {
+            let Ok(msg) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            if msg.get("id") == Some(self.id)
+                && (msg.get("result").is_some() || msg.get("error").is_some())
+            {
+                done = true;
+            } else if msg.get("id").is_none()
+                && msg
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.starts_with("notifications/"))
+            {
+                self.forward.notify(msg);
+            }
+        }
+        done
+    }
+}
+
+/// Length of the prefix of an SSE body that ends with a blank line.
+fn complete_events_len(b: &[u8]) -> usize {
+    let mut end = 0;
+    for i in 1..b.len() {
+        if b[i] == b'\n' && (b[i - 1] == b'\n' || (i >= 3 && &b[i - 3..i] == b"\r\n\r")) {
+            end = i + 1;
+        }
+    }
+    end
 }
 
 /// True once an SSE body holds the JSON-RPC response with `id`.
@@ -443,16 +572,36 @@ fn rpc_error_text(e: &Value) -> String {
     )
 }
 
+/// An upstream JSON-RPC error as the client will see it: code and message
+/// kept (the message bounded), `data` kept when small.
+fn protocol_error(e: &Value) -> BackendError {
+    let Some(code) = e.get("code").and_then(Value::as_i64) else {
+        return BackendError::InvalidResponse("upstream error without a numeric code".into());
+    };
+    let message: String = e
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("upstream error")
+        .chars()
+        .take(500)
+        .collect();
+    let data = e
+        .get("data")
+        .filter(|d| serde_json::to_vec(d).is_ok_and(|b| b.len() <= 4096))
+        .cloned();
+    BackendError::Protocol(ProtocolError {
+        code,
+        message,
+        data,
+    })
+}
+
 /// The AAP payload of a tools/call answer.
 fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
     check_http(reply)?;
     let msg = rpc_message(reply, id)?;
     if let Some(e) = msg.get("error") {
-        return Err(BackendError::InvalidResponse(format!(
-            "upstream MCP error (HTTP {}): {}",
-            reply.status,
-            rpc_error_text(e)
-        )));
+        return Err(protocol_error(e));
     }
     let result = msg
         .get("result")

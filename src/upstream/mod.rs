@@ -24,6 +24,45 @@ pub struct SkillCall<'a> {
     /// Stable reference of the idempotency record for `lead.submit`, so a
     /// backend that can deduplicate does so across gateway restarts.
     pub idempotency_ref: Option<&'a str>,
+    /// What the client's request carries for a forwarding backend.
+    pub forward: &'a Forward,
+}
+
+/// Where upstream notifications for one call go (SSE clients only).
+pub type EventSink = tokio::sync::mpsc::Sender<Value>;
+
+/// Request context a forwarding backend passes on (owned, so a streamed
+/// call can run in its own task).
+#[derive(Debug, Clone, Default)]
+pub struct Forward {
+    /// The client's `Mcp-Param-*` headers (lowercased names), forwarded
+    /// unchanged to a 2026-07-28 MCP upstream.
+    pub param_headers: Vec<(String, String)>,
+    /// The client's `_meta.progressToken`, so upstream progress reaches it.
+    pub progress_token: Option<Value>,
+    /// Upstream `notifications/*` for this call are sent here as they
+    /// arrive; `None` when the client cannot receive a stream.
+    pub events: Option<EventSink>,
+}
+
+impl Forward {
+    /// Hand an upstream notification to the client's stream. A full or
+    /// closed stream drops it: notifications are advisory, the result is not.
+    pub fn notify(&self, message: Value) {
+        if let Some(tx) = &self.events {
+            if tx.try_send(message).is_err() {
+                tracing::debug!("upstream notification dropped: client stream full or closed");
+            }
+        }
+    }
+}
+
+/// A JSON-RPC error the upstream answered, passed to the client as such.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +76,9 @@ pub enum BackendError {
     /// The service answered something that is not an AAP payload.
     #[error("backend answered an invalid response: {0}")]
     InvalidResponse(String),
+    /// The upstream refused the call with an MCP (JSON-RPC) error.
+    #[error("upstream MCP error {}", .0.code)]
+    Protocol(ProtocolError),
 }
 
 #[async_trait]
@@ -54,6 +96,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// which lets the gateway safely re-execute a lead whose earlier attempt
     /// was interrupted by a crash.
     fn dedupes_leads(&self) -> bool {
+        false
+    }
+
+    /// True when the backend may relay upstream notifications (progress)
+    /// through [`Forward::events`] while a call runs.
+    fn may_notify(&self) -> bool {
         false
     }
 }

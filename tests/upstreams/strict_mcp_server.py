@@ -20,7 +20,14 @@ legacy 2025-03-26 request) or names a handshake revision gets HTTP 400 + -32020.
 ``initialize``), and ``AAP_MCP_TOKEN`` (env) makes every request need
 ``Authorization: Bearer <token>``.
 
-    strict_mcp_server.py --port N --leads FILE [--sse] [--modern-only] [--legacy-sessions]
+Test hooks: ``--seen FILE`` appends, per POST, the ``Mcp-*`` request headers it received
+(one JSON object a line) so tests can check what the gateway forwarded; a search whose
+``filters.query`` is ``upstream-protocol-error`` is refused with JSON-RPC -32602, so
+tests can check that an upstream protocol error reaches the client as such;
+``--hold-until FILE`` (with ``--sse``) holds the result after the first progress
+notification until FILE exists, so a test can see that the stream is not buffered.
+
+    strict_mcp_server.py --port N --leads FILE [--sse] [--modern-only] [--legacy-sessions] [--seen FILE]
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ MAX_BODY = 4 * 1024 * 1024
 PV_META = "io.modelcontextprotocol/protocolVersion"
 
 
-def build_server(dealer: aap_dealer.Dealer, sse: bool) -> Server:
+def build_server(dealer: aap_dealer.Dealer, sse: bool, hold: Path | None = None) -> Server:
     tools_wire = aap_dealer.tool_catalog(dealer.schemas)
     tools = [types.Tool.model_validate(t) for t in tools_wire]
     input_schemas = {t["name"]: t["inputSchema"] for t in tools_wire}
@@ -66,11 +73,20 @@ def build_server(dealer: aap_dealer.Dealer, sse: bool) -> Server:
         skill = aap_dealer.SKILL_BY_TOOL.get(params.name)
         if skill is None:
             raise MCPError(-32602, f"Unknown tool: {params.name}")
+        filters = (params.arguments or {}).get("filters") or {}
+        if isinstance(filters, dict) and filters.get("query") == "upstream-protocol-error":
+            raise MCPError(-32602, "Invalid params: this upstream refuses the query", {"field": "filters.query"})
         if sse:
             meta = ctx.meta or {}
             if meta.get("progress_token", meta.get("progressToken")) is not None:
                 # A request-scoped notification makes the SDK commit text/event-stream at once.
                 await ctx.session.report_progress(0, 1, f"{params.name}: working")
+                if hold is not None:
+                    # Test hook: answer only once the test has seen the first event.
+                    for _ in range(400):
+                        if hold.exists():
+                            break
+                        await anyio.sleep(0.05)
             else:
                 # No progress token: outlast the (patched, short) SSE deferral window so the
                 # SDK commits SSE and sends ": ping" keep-alives before the final response.
@@ -118,10 +134,11 @@ def _rpc_error(req_id: Any, code: int, message: str, data: Any = None) -> dict[s
 class StrictIngress:
     """ASGI middleware: the strictness mcp 2.3.0 leaves to the application."""
 
-    def __init__(self, app: Any, *, modern_only: bool, token: str | None):
+    def __init__(self, app: Any, *, modern_only: bool, token: str | None, seen: Path | None = None):
         self.app = app
         self.modern_only = modern_only
         self.token = token
+        self.seen = seen
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path") != MCP_PATH:
@@ -138,6 +155,11 @@ class StrictIngress:
                 [(b"www-authenticate", b'Bearer realm="aap-upstream", error="invalid_token"')],
             )(send)
             return
+
+        if self.seen is not None and scope["method"] == "POST":
+            mirror = {k: v for k, v in headers.items() if k.startswith("mcp-")}
+            with self.seen.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(mirror) + "\n")
 
         pv = headers.get("mcp-protocol-version")
         legacy_header = pv is None or pv in HANDSHAKE_PROTOCOL_VERSIONS
@@ -226,6 +248,8 @@ def main() -> None:
     ap.add_argument("--legacy-sessions", action="store_true", help="legacy path: SDK stateful sessions (Mcp-Session-Id) instead of stateless")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--schemas-dir", type=Path, default=None)
+    ap.add_argument("--hold-until", type=Path, default=None, help="with --sse and a progress token: after the first progress notification, wait (at most 20 s) until this file exists")
+    ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-* headers of every POST to this JSONL file")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -236,7 +260,7 @@ def main() -> None:
         sdk_modern._SSE_PING_INTERVAL = args.sse_keepalive
 
     dealer = aap_dealer.Dealer(args.leads, args.data_dir, args.schemas_dir, peer="strict-mcp")
-    server = build_server(dealer, sse=args.sse)
+    server = build_server(dealer, sse=args.sse, hold=args.hold_until)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=not args.sse,
@@ -244,7 +268,7 @@ def main() -> None:
         host=args.host,
     )
     token = os.environ.get("AAP_MCP_TOKEN") or None
-    wrapped = StrictIngress(app, modern_only=args.modern_only, token=token)
+    wrapped = StrictIngress(app, modern_only=args.modern_only, token=token, seen=args.seen)
     print(
         f"strict-mcp: listening on http://{args.host}:{args.port}{MCP_PATH} "
         f"(mcp 2.3.0; {'SSE' if args.sse else 'JSON'} responses; "
