@@ -166,6 +166,32 @@ pub enum BackendConfig {
     Mcp(McpBackendConfig),
     /// An A2A 1.0 agent serving the AAP extension.
     A2a(A2aBackendConfig),
+    /// Any MCP server, relayed transparently (every method, GET streams,
+    /// DELETE, sessions); the gateway only normalizes headers and admits.
+    Relay(RelayBackendConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayBackendConfig {
+    /// `http[s]://host:port` of each upstream instance (round robin; a
+    /// session stays on the instance that issued it).
+    pub peers: Vec<String>,
+    /// The MCP endpoint path on every peer.
+    #[serde(default = "default_mcp_path")]
+    pub path: String,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// Time allowed for the response head, and between two chunks of a
+    /// streamed POST answer (GET event streams may idle indefinitely).
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "default_health_interval")]
+    pub health_check_interval_ms: u64,
+    /// The upstream's own credential (sent as `Authorization: Bearer`); the
+    /// client's credential is never forwarded.
+    #[serde(default)]
+    pub bearer_token: Option<String>,
 }
 
 /// Connection settings shared by the forwarding backends.
@@ -613,6 +639,25 @@ impl Config {
                         ));
                     }
                 }
+                BackendConfig::Relay(r) => {
+                    check_forwarding(
+                        &at,
+                        &r.peers,
+                        &[("path", &r.path)],
+                        [
+                            ("connect_timeout_ms", r.connect_timeout_ms),
+                            ("request_timeout_ms", r.request_timeout_ms),
+                            ("health_check_interval_ms", r.health_check_interval_ms),
+                        ],
+                        r.bearer_token.as_deref(),
+                    )?;
+                    if t.legacy_sessions {
+                        return Err(format!(
+                            "{}: a relay passes the upstream's own sessions through; remove legacy_sessions",
+                            at("legacy_sessions")
+                        ));
+                    }
+                }
                 BackendConfig::A2a(a) => {
                     check_forwarding(
                         &at,
@@ -688,11 +733,15 @@ mod tests {
                 "upstream-a2a.toml",
                 include_str!("../examples/upstream-a2a.toml"),
             ),
+            (
+                "upstream-relay.toml",
+                include_str!("../examples/upstream-relay.toml"),
+            ),
         ] {
             let cfg = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(matches!(
                 cfg.tenants[0].backend,
-                BackendConfig::Mcp(_) | BackendConfig::A2a(_)
+                BackendConfig::Mcp(_) | BackendConfig::A2a(_) | BackendConfig::Relay(_)
             ));
         }
     }
@@ -721,6 +770,11 @@ mod tests {
             (
                 "kind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\npath = \"a2a\"\n",
                 "tenants[0].backend.path",
+            ),
+            ("kind = \"relay\"\npeers = []\n", "tenants[0].backend.peers"),
+            (
+                "kind = \"relay\"\npeers = [\"http://127.0.0.1:1\"]\nrevision = \"auto\"\n",
+                "revision",
             ),
         ] {
             let e = parse(&format!("{head}{body}")).unwrap_err().to_string();

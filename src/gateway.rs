@@ -20,6 +20,7 @@ use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
 use crate::upstream::client::{ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
+use crate::upstream::relay::{Relay, RelayConfig};
 use crate::upstream::{default_capabilities, Backend};
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
@@ -33,9 +34,22 @@ pub struct Runtime {
     pub config: Config,
     pub state: Arc<dyn SharedState>,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
+    /// Relay tenants (`kind = "relay"`), by path.
+    pub relays: HashMap<String, Arc<RelayMount>>,
     /// Protected-resource-metadata path → tenant path.
     pub metadata: HashMap<String, String>,
     pub generation: u64,
+}
+
+/// A tenant that relays every MCP request to one upstream server.
+#[derive(Debug)]
+pub struct RelayMount {
+    pub tenant: String,
+    pub allowed_origins: Vec<String>,
+    pub auth: Option<Arc<Authenticator>>,
+    pub tenant_bucket: Option<Bucket>,
+    pub caller_bucket: Option<Bucket>,
+    pub relay: Arc<Relay>,
 }
 
 /// Re-reads the configuration source (the file plus CLI overrides).
@@ -107,8 +121,66 @@ impl Runtime {
         let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
         let mut endpoints = HashMap::new();
         let mut metadata: HashMap<String, String> = HashMap::new();
+        let mut relays = HashMap::new();
         for t in &config.tenants {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
+            let auth = match &t.auth {
+                Some(a) => Some(Arc::new(
+                    Authenticator::new(a.clone(), key_source(&config, a).map_err(err)?)
+                        .map_err(err)?,
+                )),
+                None => None,
+            };
+            if let BackendConfig::Relay(r) = &t.backend {
+                // Keep the session table across a reload that leaves the relay as it was.
+                let kept = previous.and_then(|p| {
+                    let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
+                    let same = format!("{:?}", old.backend) == format!("{:?}", t.backend)
+                        && old.session_idle_secs == t.session_idle_secs
+                        && config.limits.max_json_depth == p.config.limits.max_json_depth;
+                    same.then(|| p.relays.get(&old.path).map(|m| m.relay.clone()))?
+                });
+                let relay = match kept {
+                    Some(r) => r,
+                    None => Arc::new(
+                        Relay::new(RelayConfig {
+                            client: client_config(
+                                &r.peers,
+                                r.connect_timeout_ms,
+                                r.request_timeout_ms,
+                                r.health_check_interval_ms,
+                            )
+                            .map_err(err)?,
+                            path: r.path.clone(),
+                            bearer_token: r.bearer_token.clone(),
+                            max_json_depth: config.limits.max_json_depth,
+                            session_idle: Duration::from_secs(t.session_idle_secs),
+                        })
+                        .map_err(|e| err(format!("backend: {e}")))?,
+                    ),
+                };
+                if let Some(a) = &auth {
+                    metadata.insert(a.metadata_path(), t.path.clone());
+                }
+                relays.insert(
+                    t.path.clone(),
+                    Arc::new(RelayMount {
+                        tenant: t.id.clone(),
+                        allowed_origins: t.allowed_origins.clone(),
+                        auth,
+                        tenant_bucket: bucket(
+                            t.rate_limit.tenant_per_second,
+                            t.rate_limit.tenant_burst,
+                        ),
+                        caller_bucket: bucket(
+                            t.rate_limit.caller_per_second,
+                            t.rate_limit.caller_burst,
+                        ),
+                        relay,
+                    }),
+                );
+                continue;
+            }
             let before = previous.and_then(|p| {
                 let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
                 p.endpoints.get(&old.path).map(|ep| (old, ep))
@@ -166,6 +238,8 @@ impl Runtime {
                     })
                     .map_err(|e| err(format!("backend: {e}")))?,
                 ),
+                // Mounted above.
+                (BackendConfig::Relay(_), None) => continue,
                 (BackendConfig::A2a(a), None) => Arc::new(
                     A2aUpstream::new(A2aUpstreamConfig {
                         client: client_config(
@@ -246,13 +320,7 @@ impl Runtime {
                 server_name: config.server.name.clone(),
                 max_body_bytes: config.limits.max_body_bytes,
                 max_json_depth: config.limits.max_json_depth,
-                auth: match &t.auth {
-                    Some(a) => Some(Arc::new(
-                        Authenticator::new(a.clone(), key_source(&config, a).map_err(err)?)
-                            .map_err(err)?,
-                    )),
-                    None => None,
-                },
+                auth,
                 tenant_bucket: bucket(t.rate_limit.tenant_per_second, t.rate_limit.tenant_burst),
                 caller_bucket: bucket(t.rate_limit.caller_per_second, t.rate_limit.caller_burst),
             };
@@ -265,6 +333,7 @@ impl Runtime {
             state,
             config,
             endpoints,
+            relays,
             metadata,
             generation,
         })
@@ -360,17 +429,29 @@ impl Gateway {
         let rt = self.runtime.load_full();
         let correlation = correlation_id(&req);
         let mut out = Outcome::default();
+        let metadata_of = |path: &String| {
+            rt.endpoints
+                .get(path)
+                .map(|ep| (ep.tenant.as_str(), ep.auth.as_ref()))
+                .or_else(|| {
+                    rt.relays
+                        .get(path)
+                        .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
+                })
+        };
         let (tenant, resp) = if let Some(ep) = rt.endpoints.get(&req.path) {
             (Some(ep.tenant.as_str()), serve(ep, &req, &mut out).await)
-        } else if let Some(ep) = rt.metadata.get(&req.path).and_then(|p| rt.endpoints.get(p)) {
+        } else if let Some(m) = rt.relays.get(&req.path) {
+            (Some(m.tenant.as_str()), relay(m, &rt, &req, &mut out).await)
+        } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
             out.outcome = "metadata".into();
-            let resp = match (&ep.auth, req.method.as_str()) {
+            let resp = match (auth, req.method.as_str()) {
                 (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
                     .with_header("cache-control", "max-age=300"),
                 _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
                     .with_header("allow", "GET"),
             };
-            (Some(ep.tenant.as_str()), resp)
+            (Some(tenant), resp)
         } else {
             out.outcome = "no_route".into();
             (None, not_found())
@@ -498,13 +579,13 @@ fn throttled(retry_after_ms: u64, what: &str) -> HttpResponse {
 /// line) if the shared state is unreachable, so a Redis outage does not
 /// take reads down.
 async fn limit(
-    ep: &Endpoint,
+    state: &dyn SharedState,
     key: &str,
     bucket: Option<Bucket>,
     what: &str,
 ) -> Option<HttpResponse> {
     let bucket = bucket?;
-    match ep.contract.state.take(key, bucket).await {
+    match state.take(key, bucket).await {
         Ok(Take::Allowed) => None,
         Ok(Take::Limited { retry_after_ms }) => Some(throttled(retry_after_ms, what)),
         Err(e) => {
@@ -514,23 +595,41 @@ async fn limit(
     }
 }
 
-/// Admission (tenant budget, authentication, caller budget), then the MCP
-/// endpoint.
-async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+/// What admission needs to know about a tenant, whatever serves it.
+struct Admission<'a> {
+    tenant: &'a str,
+    state: &'a dyn SharedState,
+    auth: Option<&'a Authenticator>,
+    tenant_bucket: Option<Bucket>,
+    caller_bucket: Option<Bucket>,
+}
+
+/// A caller that passed admission.
+struct Admitted {
+    scope: String,
+    principal: Option<crate::auth::Principal>,
+}
+
+/// Tenant budget, authentication, caller budget; the response to send
+/// when the request is refused.
+async fn admit(
+    a: &Admission<'_>,
+    req: &HttpRequest,
+    out: &mut Outcome,
+) -> Result<Admitted, HttpResponse> {
     if let Some(r) = limit(
-        ep,
-        &format!("rl:tenant:{}", ep.tenant),
-        ep.tenant_bucket,
+        a.state,
+        &format!("rl:tenant:{}", a.tenant),
+        a.tenant_bucket,
         "tenant",
     )
     .await
     {
         out.outcome = "throttled".into();
-        return r;
+        return Err(r);
     }
-    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-    let principal = match auth {
-        Some(a) => match a
+    let principal = match a.auth {
+        Some(auth) => match auth
             .authenticate(
                 req.header_str("authorization"),
                 req.header_count("authorization"),
@@ -540,7 +639,7 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
             Ok(p) => p,
             Err(denial) => {
                 out.outcome = "unauthorized".into();
-                return a.challenge(&denial);
+                return Err(auth.challenge(&denial));
             }
         },
         None => None,
@@ -555,23 +654,59 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
         (None, None) => "ip:unknown".into(),
     };
     if let Some(r) = limit(
-        ep,
-        &format!("rl:caller:{}:{limiter_key}", ep.tenant),
-        ep.caller_bucket,
+        a.state,
+        &format!("rl:caller:{}:{limiter_key}", a.tenant),
+        a.caller_bucket,
         "caller",
     )
     .await
     {
         out.outcome = "throttled".into();
-        return r;
+        return Err(r);
     }
+    Ok(Admitted { scope, principal })
+}
+
+/// Admission, then the tenant's MCP endpoint.
+async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+    let admission = Admission {
+        tenant: &ep.tenant,
+        state: ep.contract.state.as_ref(),
+        auth,
+        tenant_bucket: ep.tenant_bucket,
+        caller_bucket: ep.caller_bucket,
+    };
+    let admitted = match admit(&admission, req, out).await {
+        Ok(a) => a,
+        Err(refused) => return refused,
+    };
     let caller = CallerCtx {
-        scope: &scope,
+        scope: &admitted.scope,
         private: auth.is_some(),
         auth,
-        principal: principal.as_ref(),
+        principal: admitted.principal.as_ref(),
     };
     ep.handle(req, &caller, out).await
+}
+
+/// Origin, admission, then the relay.
+async fn relay(m: &RelayMount, rt: &Runtime, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    if !crate::mcp::server::origin_allowed(&m.allowed_origins, req) {
+        out.outcome = "403".into();
+        return HttpResponse::json(403, &crate::mcp::server::origin_refused().to_body(None));
+    }
+    let admission = Admission {
+        tenant: &m.tenant,
+        state: rt.state.as_ref(),
+        auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
+        tenant_bucket: m.tenant_bucket,
+        caller_bucket: m.caller_bucket,
+    };
+    if let Err(refused) = admit(&admission, req, out).await {
+        return refused;
+    }
+    m.relay.handle(req, out).await
 }
 
 fn not_found() -> HttpResponse {

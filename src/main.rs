@@ -103,7 +103,7 @@ fn main() -> ExitCode {
                 println!(
                     "{}: ok ({} tenant(s))",
                     cli.config.display(),
-                    rt.endpoints.len()
+                    rt.endpoints.len() + rt.relays.len()
                 );
                 ExitCode::SUCCESS
             }

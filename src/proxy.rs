@@ -266,7 +266,7 @@ impl ProxyHttp for Admin {
                 &serde_json::json!({
                     "status": "ready",
                     "config_generation": rt.generation,
-                    "tenants": rt.endpoints.len(),
+                    "tenants": rt.endpoints.len() + rt.relays.len(),
                 }),
             ),
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),

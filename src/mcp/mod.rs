@@ -4,6 +4,7 @@
 pub mod headers;
 pub mod jsonrpc;
 pub mod media;
+pub mod relay;
 pub mod revision;
 pub mod server;
 pub mod session;

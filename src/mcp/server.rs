@@ -119,6 +119,26 @@ impl Reply {
     }
 }
 
+/// True unless the request carries an `Origin` outside `allowed` (or more
+/// than one). Requests without `Origin` (server-side agents) pass.
+pub fn origin_allowed(allowed: &[String], req: &HttpRequest) -> bool {
+    let Some(origin) = req.header_all("origin").next() else {
+        return true;
+    };
+    req.header_count("origin") == 1
+        && std::str::from_utf8(origin)
+            .map(|o| allowed.iter().any(|a| a.eq_ignore_ascii_case(o.trim())))
+            .unwrap_or(false)
+}
+
+pub fn origin_refused() -> RpcError {
+    RpcError::new(
+        403,
+        code::INVALID_REQUEST,
+        "Forbidden: Origin is not allowed for this endpoint",
+    )
+}
+
 impl Endpoint {
     fn allow_methods(&self) -> &'static str {
         if self.sessions.is_some() {
@@ -147,25 +167,8 @@ impl Endpoint {
         caller: &CallerCtx<'_>,
         out: &mut Outcome,
     ) -> HttpResponse {
-        if let Some(origin) = req.header_all("origin").next() {
-            let ok = std::str::from_utf8(origin)
-                .map(|o| {
-                    self.allowed_origins
-                        .iter()
-                        .any(|a| a.eq_ignore_ascii_case(o.trim()))
-                })
-                .unwrap_or(false);
-            if !ok || req.header_count("origin") > 1 {
-                return self.error_response(
-                    &RpcError::new(
-                        403,
-                        code::INVALID_REQUEST,
-                        "Forbidden: Origin is not allowed for this endpoint",
-                    ),
-                    None,
-                    out,
-                );
-            }
+        if !origin_allowed(&self.allowed_origins, req) {
+            return self.error_response(&origin_refused(), None, out);
         }
         match req.method.as_str() {
             "POST" => self.post(req, caller, out).await,

@@ -341,12 +341,15 @@ impl Client {
         self.send_to(peer, req, complete).await.map_err(into_error)
     }
 
-    async fn send_to(
+    /// Connect to peer `i` and write the whole request. `read_timeout`
+    /// bounds every single read of the answer (`None`: unbounded, for
+    /// long-lived event streams).
+    async fn connect_and_write(
         &self,
         i: usize,
         req: &Request<'_>,
-        complete: Option<Complete<'_>>,
-    ) -> Result<Reply, Failure> {
+        read_timeout: Option<Duration>,
+    ) -> Result<(HttpSession, HttpPeer), Failure> {
         self.ensure_health_checks();
         let spec = &self.cfg.peers[i];
         let mut peer = HttpPeer::new(
@@ -363,7 +366,7 @@ impl Client {
         );
         peer.options.connection_timeout = Some(self.cfg.connect_timeout);
         peer.options.total_connection_timeout = Some(self.cfg.connect_timeout);
-        peer.options.read_timeout = Some(self.cfg.request_timeout);
+        peer.options.read_timeout = read_timeout;
         peer.options.write_timeout = Some(self.cfg.request_timeout);
         peer.options.idle_timeout = Some(Duration::from_secs(30));
         if !req.retryable {
@@ -392,9 +395,7 @@ impl Client {
                 )));
             }
         };
-        let deadline = tokio::time::Instant::now() + self.cfg.request_timeout;
-        // Write the request.
-        let written = tokio::time::timeout_at(deadline, async {
+        let written = tokio::time::timeout(self.cfg.request_timeout, async {
             let mut h = RequestHeader::build(req.method, req.path.as_bytes(), None)
                 .map_err(|e| e.to_string())?;
             h.insert_header("host", spec.authority())
@@ -426,23 +427,36 @@ impl Client {
         })
         .await;
         match written {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => Ok((session, peer)),
             Ok(Err(why)) => {
                 session.shutdown().await;
-                return Err(Failure::NotDelivered(format!(
+                Err(Failure::NotDelivered(format!(
                     "write to {}: {why}",
                     spec.addr
-                )));
+                )))
             }
             Err(_) => {
                 session.shutdown().await;
-                return Err(Failure::Uncertain(format!(
+                Err(Failure::Uncertain(format!(
                     "{}: timed out while sending",
                     spec.addr
-                )));
+                )))
             }
         }
-        // Read the answer.
+    }
+
+    async fn send_to(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        complete: Option<Complete<'_>>,
+    ) -> Result<Reply, Failure> {
+        let started = tokio::time::Instant::now();
+        let (mut session, peer) = self
+            .connect_and_write(i, req, Some(self.cfg.request_timeout))
+            .await?;
+        let spec = &self.cfg.peers[i];
+        let deadline = started + self.cfg.request_timeout;
         let read =
             tokio::time::timeout_at(deadline, read_reply(&mut session, spec.addr, complete)).await;
         match read {
@@ -470,6 +484,199 @@ impl Client {
             }
         }
     }
+
+    /// Send a request whose answer may be an open-ended event stream, for a
+    /// transparent relay. Tries `preferred` (a session's peer) or else the
+    /// next suitable peer, moving on only when a request was certainly not
+    /// delivered. The response head is awaited within the request timeout;
+    /// a `text/event-stream` body is then pumped chunk by chunk into
+    /// [`Streamed::body`] (each read bounded by `stream_idle`, `None` for
+    /// none) until the peer ends it or the receiver is dropped; any other
+    /// body is read whole.
+    pub async fn open(
+        &self,
+        preferred: Option<usize>,
+        req: &Request<'_>,
+        stream_idle: Option<Duration>,
+    ) -> Result<Streamed, BackendError> {
+        let mut tried = Vec::new();
+        let mut last = None;
+        while tried.len() < self.cfg.peers.len() {
+            let i = match preferred {
+                Some(p) if tried.is_empty() && p < self.cfg.peers.len() => p,
+                Some(_) => break,
+                None => match self.pick(&tried) {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
+            tried.push(i);
+            match self.open_on(i, req, stream_idle).await {
+                Ok(s) => return Ok(s),
+                Err(f @ Failure::NotDelivered(_)) => last = Some(f),
+                Err(f) => return Err(into_error(f)),
+            }
+        }
+        Err(match last {
+            None => BackendError::Unavailable("no peer available".into()),
+            Some(f) => into_error(f),
+        })
+    }
+
+    async fn open_on(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        stream_idle: Option<Duration>,
+    ) -> Result<Streamed, Failure> {
+        let started = tokio::time::Instant::now();
+        let (mut session, peer) = self.connect_and_write(i, req, stream_idle).await?;
+        let addr = self.cfg.peers[i].addr;
+        let head = tokio::time::timeout_at(
+            started + self.cfg.request_timeout,
+            session.read_response_header(),
+        )
+        .await;
+        match head {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                session.shutdown().await;
+                return Err(Failure::Uncertain(format!(
+                    "{addr}: reading the response: {}",
+                    e.etype().as_str()
+                )));
+            }
+            Err(_) => {
+                session.shutdown().await;
+                return Err(Failure::Uncertain(format!(
+                    "{addr}: no answer within {:?}",
+                    self.cfg.request_timeout
+                )));
+            }
+        }
+        self.mark_ok(&addr);
+        let Some(h) = session.response_header() else {
+            session.shutdown().await;
+            return Err(Failure::Uncertain(format!("{addr}: no response header")));
+        };
+        let status = h.status.as_u16();
+        let headers: Vec<(String, String)> = h
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let event_stream = headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("content-type")
+                && v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+        });
+        if !event_stream {
+            let read = tokio::time::timeout_at(
+                started + self.cfg.request_timeout,
+                read_whole_body(&mut session),
+            )
+            .await;
+            return match read {
+                Ok(Ok(body)) => {
+                    self.connector
+                        .release_http_session(session, &peer, peer.options.idle_timeout)
+                        .await;
+                    Ok(Streamed {
+                        peer: i,
+                        status,
+                        headers,
+                        body: StreamedBody::Whole(body),
+                    })
+                }
+                Ok(Err(why)) => {
+                    session.shutdown().await;
+                    Err(Failure::Uncertain(format!("{addr}: {why}")))
+                }
+                Err(_) => {
+                    session.shutdown().await;
+                    Err(Failure::Uncertain(format!(
+                        "{addr}: body not received within {:?}",
+                        self.cfg.request_timeout
+                    )))
+                }
+            };
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            loop {
+                if session.response_done() {
+                    break;
+                }
+                let chunk = tokio::select! {
+                    c = session.read_response_body() => c,
+                    // The client went away: stop reading from the peer.
+                    _ = tx.closed() => break,
+                };
+                match chunk {
+                    Ok(Some(c)) => {
+                        if tx.send(c).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(peer = %addr, error = %e.etype().as_str(), "relayed event stream ended early");
+                        break;
+                    }
+                }
+            }
+            session.shutdown().await;
+        });
+        Ok(Streamed {
+            peer: i,
+            status,
+            headers,
+            body: StreamedBody::Events(rx),
+        })
+    }
+}
+
+/// An answer opened by [`Client::open`].
+#[derive(Debug)]
+pub struct Streamed {
+    /// Index of the peer that answered (for session affinity).
+    pub peer: usize,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: StreamedBody,
+}
+
+#[derive(Debug)]
+pub enum StreamedBody {
+    Whole(Bytes),
+    /// `text/event-stream` chunks as the peer sends them.
+    Events(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+async fn read_whole_body(session: &mut HttpSession) -> Result<Bytes, String> {
+    let mut buf = Vec::new();
+    while !session.response_done() {
+        match session
+            .read_response_body()
+            .await
+            .map_err(|e| format!("reading the response body: {}", e.etype().as_str()))?
+        {
+            None => break,
+            Some(chunk) => {
+                buf.extend_from_slice(&chunk);
+                if buf.len() > MAX_RESPONSE_BYTES {
+                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
+                }
+            }
+        }
+    }
+    Ok(Bytes::from(buf))
 }
 
 fn into_error(f: Failure) -> BackendError {

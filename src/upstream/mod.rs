@@ -7,6 +7,7 @@ pub mod a2a;
 pub mod client;
 pub mod embedded;
 pub mod mcp;
+pub mod relay;
 
 use crate::aap::skill::Skill;
 use async_trait::async_trait;

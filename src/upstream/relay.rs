@@ -1,0 +1,419 @@
+//! `kind = "relay"`: a transparent MCP relay in front of one upstream server.
+//!
+//! Unlike the `mcp` backend, which serves the five AAP tools and re-encodes
+//! every call, a relay forwards whatever the client sends (any method, plus
+//! GET event streams and DELETE) and streams the answer back untouched. The
+//! gateway still applies admission (Origin, auth, rate limits, body size)
+//! and makes the MCP metadata headers agree with the body (see
+//! [`crate::mcp::relay`]). It remembers, per upstream `Mcp-Session-Id`, the
+//! peer that issued it (affinity) and the negotiated protocol version (to
+//! fill an omitted `MCP-Protocol-Version`).
+
+use super::client::{Client, ClientConfig, Request, StreamedBody};
+use super::BackendError;
+use crate::http::{HttpRequest, HttpResponse};
+use crate::mcp::headers::{read_mirror_headers, SESSION_ID};
+use crate::mcp::jsonrpc::{self, code, Message, RpcError};
+use crate::mcp::media;
+use crate::mcp::relay::normalize;
+use crate::mcp::server::Outcome;
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Sessions remembered at most (the oldest idle ones are dropped first).
+const MAX_SESSIONS: usize = 100_000;
+/// Largest `initialize` answer the relay buffers to learn the version.
+const MAX_HANDSHAKE_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    pub client: ClientConfig,
+    pub path: String,
+    pub bearer_token: Option<String>,
+    pub max_json_depth: usize,
+    /// Forget a session's affinity after this much idleness.
+    pub session_idle: Duration,
+}
+
+#[derive(Debug, Clone)]
+struct SessionInfo {
+    peer: usize,
+    version: Option<String>,
+    seen: Instant,
+}
+
+#[derive(Debug)]
+pub struct Relay {
+    cfg: RelayConfig,
+    client: Client,
+    sessions: Mutex<HashMap<String, SessionInfo>>,
+}
+
+/// Request headers that belong to one hop (RFC 9110 §7.6.1) or that the
+/// relay sets itself.
+const NOT_FORWARDED: [&str; 12] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    // The client's credential is for the gateway, never for the upstream.
+    "authorization",
+    // Checked here against `allowed_origins`; upstream DNS-rebinding guards
+    // (localhost origins only) would refuse what the gateway admitted.
+    "origin",
+];
+
+impl Relay {
+    pub fn new(cfg: RelayConfig) -> Result<Relay, String> {
+        Ok(Relay {
+            client: Client::new(cfg.client.clone())?,
+            cfg,
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn session(&self, id: &str) -> Option<SessionInfo> {
+        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let info = s.get_mut(id)?;
+        if info.seen.elapsed() > self.cfg.session_idle {
+            s.remove(id);
+            return None;
+        }
+        info.seen = Instant::now();
+        Some(info.clone())
+    }
+
+    fn remember(&self, id: String, peer: usize, version: Option<String>) {
+        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() >= MAX_SESSIONS {
+            let idle = self.cfg.session_idle;
+            s.retain(|_, v| v.seen.elapsed() <= idle);
+            if s.len() >= MAX_SESSIONS {
+                if let Some(oldest) = s.iter().min_by_key(|(_, v)| v.seen).map(|(k, _)| k.clone()) {
+                    s.remove(&oldest);
+                }
+            }
+        }
+        s.insert(
+            id,
+            SessionInfo {
+                peer,
+                version,
+                seen: Instant::now(),
+            },
+        );
+    }
+
+    fn forget(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    /// Relay one request (Origin, auth and limits are already checked).
+    pub async fn handle(&self, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+        match self.relay(req, out).await {
+            Ok(resp) => resp,
+            Err((err, id)) => {
+                out.outcome = err.code.to_string();
+                let mut resp = HttpResponse::json(err.http_status, &err.to_body(id.as_ref()));
+                resp.headers.extend(err.headers.iter().cloned());
+                resp
+            }
+        }
+    }
+
+    async fn relay(
+        &self,
+        req: &HttpRequest,
+        out: &mut Outcome,
+    ) -> Result<HttpResponse, (RpcError, Option<Value>)> {
+        if req.header_count(SESSION_ID) > 1 {
+            return Err((
+                RpcError::invalid_request("Bad Request: Mcp-Session-Id appears more than once"),
+                None,
+            ));
+        }
+        let session_id = req.header_str(SESSION_ID).map(str::to_owned);
+        let session = session_id.as_deref().and_then(|s| self.session(s));
+        let mut added: Vec<(&'static str, String)> = Vec::new();
+        let mut id = None;
+        let mut handshake = false;
+        match req.method.as_str() {
+            "POST" => {
+                if !media::is_json_content_type(req.header_str("content-type")) {
+                    return Err((
+                        RpcError::new(
+                            415,
+                            code::INVALID_REQUEST,
+                            "Unsupported Media Type: Content-Type must be application/json",
+                        ),
+                        None,
+                    ));
+                }
+                if media::negotiate(req.header_str("accept")).is_none() {
+                    return Err((
+                        RpcError::new(
+                            406,
+                            code::INVALID_REQUEST,
+                            "Not Acceptable: the client must accept application/json or text/event-stream",
+                        ),
+                        None,
+                    ));
+                }
+                let message = jsonrpc::parse_message(&req.body, self.cfg.max_json_depth)
+                    .map_err(|e| (e, None))?;
+                id = message.id().cloned();
+                out.method = message.method().map(str::to_owned);
+                let mirror = read_mirror_headers(
+                    req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
+                )
+                .map_err(|e| (e, id.clone()))?;
+                let n = normalize(
+                    &message,
+                    &mirror,
+                    session.as_ref().and_then(|s| s.version.as_deref()),
+                )
+                .map_err(|e| (e, id.clone()))?;
+                out.revision = n.revision.map(|r| r.as_str());
+                out.filled = n.filled;
+                added = n.add;
+                // MCP requires POSTs to accept both; a client that named
+                // neither accepts anything, so say so for it.
+                if req.header_count("accept") == 0 {
+                    added.push(("accept", "application/json, text/event-stream".into()));
+                    out.filled.push("Accept");
+                }
+                handshake =
+                    matches!(&message, Message::Request { method, .. } if method == "initialize");
+            }
+            "GET" | "DELETE" => {}
+            _ => {
+                out.outcome = "405".into();
+                let err = RpcError::new(
+                    405,
+                    code::INVALID_REQUEST,
+                    "Method Not Allowed: this MCP endpoint accepts POST, GET and DELETE",
+                );
+                return Ok(HttpResponse::json(405, &err.to_body(None))
+                    .with_header("allow", "POST, GET, DELETE"));
+            }
+        }
+        let mut headers: Vec<(&'static str, String)> = added;
+        if let Some(token) = &self.cfg.bearer_token {
+            headers.push(("authorization", format!("Bearer {token}")));
+        }
+        let passed = forwarded_headers(req);
+        let path = match &req.query {
+            Some(q) => format!("{}?{q}", self.cfg.path),
+            None => self.cfg.path.clone(),
+        };
+        let upstream_req = Request {
+            method: &req.method,
+            path: &path,
+            headers,
+            extra_headers: &passed,
+            body: req.body.clone(),
+            // Pooled connections; `open` retries only what was certainly
+            // not delivered, whatever the method.
+            retryable: true,
+        };
+        // A GET stream may sit idle for as long as the server has nothing to
+        // say; a POST answer must keep moving.
+        let idle = (req.method != "GET").then_some(self.cfg.client.request_timeout);
+        let opened = self
+            .client
+            .open(session.as_ref().map(|s| s.peer), &upstream_req, idle)
+            .await
+            .map_err(|e| (upstream_error(&e), id.clone()))?;
+        let peer = opened.peer;
+        let mut resp = HttpResponse::new(opened.status);
+        resp.headers = opened
+            .headers
+            .into_iter()
+            .filter(|(n, _)| !is_hop_header(n) && !n.eq_ignore_ascii_case("content-length"))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v))
+            .collect();
+        let issued = resp.header(SESSION_ID).map(str::to_owned);
+        match opened.body {
+            StreamedBody::Whole(body) => {
+                if handshake {
+                    self.learn(issued.as_deref(), peer, &body, opened.status);
+                }
+                resp.body = body;
+            }
+            StreamedBody::Events(mut rx) if handshake => {
+                // The handshake answer is one event and ends; read it whole.
+                let mut buf = Vec::new();
+                let deadline = tokio::time::Instant::now() + self.cfg.client.request_timeout;
+                while let Ok(Some(chunk)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+                    buf.extend_from_slice(&chunk);
+                    if buf.len() > MAX_HANDSHAKE_BYTES {
+                        break;
+                    }
+                }
+                let body = Bytes::from(buf);
+                self.learn(issued.as_deref(), peer, &body, opened.status);
+                resp.body = body;
+            }
+            StreamedBody::Events(rx) => resp.stream = Some(rx),
+        }
+        if req.method == "DELETE" && (200..300).contains(&opened.status) {
+            if let Some(s) = &session_id {
+                self.forget(s);
+            }
+        }
+        if opened.status == 404 {
+            if let Some(s) = &session_id {
+                self.forget(s);
+            }
+        }
+        out.outcome = if (200..300).contains(&opened.status) {
+            "relayed".into()
+        } else {
+            format!("upstream_{}", opened.status)
+        };
+        Ok(resp)
+    }
+
+    /// Record the session an `initialize` answer issued, with the version
+    /// the upstream chose (read from a JSON or an SSE body).
+    fn learn(&self, issued: Option<&str>, peer: usize, body: &[u8], status: u16) {
+        let Some(sid) = issued else { return };
+        if !(200..300).contains(&status) {
+            return;
+        }
+        let version = handshake_version(body);
+        self.remember(sid.to_owned(), peer, version);
+    }
+}
+
+/// `result.protocolVersion` of an initialize answer, JSON or SSE-framed.
+fn handshake_version(body: &[u8]) -> Option<String> {
+    let from = |v: &Value| {
+        v.get("result")?
+            .get("protocolVersion")?
+            .as_str()
+            .map(str::to_owned)
+    };
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return from(&v);
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    // SSE: an event's data is the concatenation of its `data:` lines.
+    let mut data = String::new();
+    for line in text.lines().chain(std::iter::once("")) {
+        if let Some(d) = line.strip_prefix("data:") {
+            if !data.is_empty() {
+                data.push('\n');
+            }
+            data.push_str(d.strip_prefix(' ').unwrap_or(d));
+        } else if line.is_empty() && !data.is_empty() {
+            if let Some(v) = serde_json::from_str::<Value>(&data)
+                .ok()
+                .as_ref()
+                .and_then(from)
+            {
+                return Some(v);
+            }
+            data.clear();
+        }
+    }
+    None
+}
+
+fn is_hop_header(name: &str) -> bool {
+    NOT_FORWARDED[..9]
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// The client's headers the upstream should see: everything but hop-by-hop
+/// headers (including those the client's `Connection` names), the Host,
+/// the framing and the client's own credential.
+fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
+    let named: Vec<String> = req
+        .header_all("connection")
+        .filter_map(|v| std::str::from_utf8(v).ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    req.headers
+        .iter()
+        .filter(|(n, _)| {
+            !NOT_FORWARDED.iter().any(|h| n.eq_ignore_ascii_case(h))
+                && !named.iter().any(|c| n.eq_ignore_ascii_case(c))
+        })
+        .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+        .collect()
+}
+
+fn upstream_error(e: &BackendError) -> RpcError {
+    match e {
+        BackendError::Timeout(why) => {
+            tracing::warn!(error = %why, "relay upstream timed out");
+            RpcError::new(
+                504,
+                code::UPSTREAM_TIMEOUT,
+                "Gateway Timeout: the upstream MCP server did not answer in time",
+            )
+        }
+        other => {
+            tracing::warn!(error = %other, "relay upstream unavailable");
+            RpcError::new(
+                502,
+                code::UPSTREAM_UNAVAILABLE,
+                "Bad Gateway: the upstream MCP server is unavailable",
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_version_from_json_and_sse() {
+        let json = br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#;
+        assert_eq!(handshake_version(json).as_deref(), Some("2025-11-25"));
+        let sse = b"event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: \"result\":{\"protocolVersion\":\"2025-11-25\"}}\n\n";
+        assert_eq!(handshake_version(sse).as_deref(), Some("2025-11-25"));
+        assert_eq!(handshake_version(b"event: message\ndata: {}\n\n"), None);
+    }
+
+    #[test]
+    fn hop_by_hop_and_credentials_stay_behind() {
+        let req = HttpRequest {
+            method: "POST".into(),
+            headers: vec![
+                ("authorization".into(), b"Bearer client-secret".to_vec()),
+                ("connection".into(), b"keep-alive, x-hop".to_vec()),
+                ("x-hop".into(), b"1".to_vec()),
+                ("host".into(), b"gw".to_vec()),
+                ("mcp-session-id".into(), b"abc".to_vec()),
+                (
+                    "accept".into(),
+                    b"application/json, text/event-stream".to_vec(),
+                ),
+            ],
+            ..HttpRequest::default()
+        };
+        let names: Vec<String> = forwarded_headers(&req)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, vec!["mcp-session-id", "accept"]);
+    }
+}
