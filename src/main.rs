@@ -292,7 +292,7 @@ fn reload_on_sighup(gateway: Arc<Gateway>, certs: Option<Arc<CertStore>>) {
                 while hup.recv().await.is_some() {
                     let _ = gateway.reload_from_source();
                     if let Some(c) = &certs {
-                        let _ = c.reload();
+                        let _ = c.reload("sighup");
                     }
                 }
             });

@@ -250,7 +250,7 @@ impl ProxyHttp for Admin {
         let path = session.req_header().uri.path().to_owned();
         let method = session.req_header().method.as_str().to_owned();
         if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
-            let tls = self.tls.as_ref().map(|t| t.reload());
+            let tls = self.tls.as_ref().map(|t| t.reload("admin"));
             let mut resp = match self.gateway.reload_from_source() {
                 Ok(g) => serde_json::json!({"status": "reloaded", "config_generation": g}),
                 Err(e) => {

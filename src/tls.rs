@@ -86,29 +86,29 @@ impl CertStore {
         }))
     }
 
-    /// Re-read the files now (SIGHUP, `POST /reload`). On error the current
-    /// certificate stays.
-    pub fn reload(&self) -> Result<(), String> {
+    /// Re-read the files now (`trigger`: `sighup`, `admin`). On error the
+    /// current certificate stays.
+    pub fn reload(&self, trigger: &'static str) -> Result<(), String> {
         let stamps = (stamp(&self.cert_file), stamp(&self.key_file));
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
             *seen = (stamps, stamps);
         }
-        self.swap()
+        self.swap(trigger)
     }
 
-    fn swap(&self) -> Result<(), String> {
+    fn swap(&self, trigger: &'static str) -> Result<(), String> {
         let m = &*crate::metrics::TLS_RELOADS;
         match load_pair(&self.cert_file, &self.key_file) {
             Ok(k) => {
                 self.current.store(Arc::new(k));
                 m.with_label_values(&["ok"]).inc();
-                tracing::info!(cert_file = %self.cert_file.display(), "TLS certificate reloaded");
+                tracing::info!(cert_file = %self.cert_file.display(), trigger, "TLS certificate reloaded");
                 Ok(())
             }
             Err(e) => {
                 m.with_label_values(&["rejected"]).inc();
-                tracing::error!(error = %e, "TLS certificate reload rejected; the previous certificate keeps serving");
+                tracing::error!(error = %e, trigger, "TLS certificate reload rejected; the previous certificate keeps serving");
                 Err(e)
             }
         }
@@ -130,7 +130,7 @@ impl CertStore {
             }
         };
         if due {
-            let _ = self.swap();
+            let _ = self.swap("file_change");
         }
     }
 
