@@ -260,13 +260,13 @@ impl ProxyHttp for Admin {
             match tls {
                 Some(Ok(())) => resp["tls"] = serde_json::json!("reloaded"),
                 Some(Err(e)) => {
-                    resp["status"] = serde_json::json!("rejected");
+                    // `status` stays the configuration's; the 422 says a part was refused.
                     resp["tls"] = serde_json::json!("rejected");
                     resp["tls_error"] = serde_json::json!(e);
                 }
                 None => {}
             }
-            let status = if resp["status"] == "reloaded" {
+            let status = if resp["status"] == "reloaded" && resp["tls"] != "rejected" {
                 200
             } else {
                 422
