@@ -6,7 +6,8 @@
 # for a search tools/call with every mirror header omitted, and for server/discover.
 # Prints requests/s, p50, p99 and the full/passthrough ratios.
 #   bash benches/load.sh [DURATION_SECONDS=10] [CONNECTIONS=64]
-#   SOAK=120 bash benches/load.sh   # also samples the full gateway's RSS for SOAK seconds
+#   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
+#                                   # every SOAK_EVERY=5 s (first/last/max printed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
@@ -43,6 +44,7 @@ else
   "$BIN" --config "$WORK/upstream.toml" --listen 127.0.0.1:$FULL --admin-listen 127.0.0.1:$FULLA --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
 fi
 for p in $UP $PT $FULL; do wait_port $p; done
+START_RSS=$(awk '/VmRSS/{print $2}' /proc/${PIDS[2]}/status)
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 SEARCH="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{$META,\"name\":\"aap_inventory_search\",\"arguments\":{\"type\":\"inventory.search.request\",\"filters\":{\"make\":[\"Toyota\"],\"status\":[\"available\"]},\"pagination\":{\"limit\":5},\"sort\":{\"field\":\"price\",\"order\":\"asc\"}}}}"
 DISCOVER="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{$META}}"
@@ -84,8 +86,25 @@ for w in search discover; do
 done
 if [ "$SOAK" -gt 0 ]; then
   FPID=${PIDS[2]}
-  echo; echo "soak: ${SOAK}s of search load on the full gateway, RSS (KiB) every 10 s"
-  wrk -t2 -c"$CONN" -d"${SOAK}s" -s "$WORK/search.lua" "http://127.0.0.1:$FULL$P" > /dev/null 2>&1 &
-  for _ in $(seq $((SOAK / 10))); do sleep 10; printf '%s ' "$(awk '/VmRSS/{print $2}' /proc/$FPID/status)"; done; echo
+  EVERY=${SOAK_EVERY:-5}
+  rss() { awk '/VmRSS/{print $2}' /proc/$FPID/status; }
+  echo; echo "soak: ${SOAK}s of search load on the full gateway (pid $FPID, VmRSS ${START_RSS} KiB at start, before any load), VmRSS (KiB) every ${EVERY} s"
+  wrk -t2 -c"$CONN" -d"${SOAK}s" --latency -s "$WORK/search.lua" "http://127.0.0.1:$FULL$P" > "$WORK/soak" 2>&1 &
+  WRK=$!
+  SAMPLES=("$(rss)")
+  while kill -0 $WRK 2>/dev/null; do sleep "$EVERY"; SAMPLES+=("$(rss)"); done
+  wait $WRK || true
+  sleep 2; SAMPLES+=("$(rss)")
+  echo "${SAMPLES[*]}"
+  python3 - "$WORK/soak" "${SAMPLES[@]}" <<'PY'
+import sys, re
+t = open(sys.argv[1]).read(); s = [int(x) for x in sys.argv[2:] if x]
+rps = re.search(r'Requests/sec:\s+([\d.]+)', t); n = re.search(r'(\d+) requests in', t)
+bad = re.search(r'Non-2xx or 3xx responses: (\d+)', t); sock = re.search(r'Socket errors:.*', t)
+p99 = re.search(r'^\s*99%\s+(\S+)', t, re.M)
+print(f"soak: {n.group(1) if n else '?'} requests, {float(rps.group(1)) if rps else 0:.0f} req/s, p99 {p99.group(1) if p99 else '?'}, "
+      f"non-2xx {bad.group(1) if bad else 0}{', ' + sock.group(0) if sock else ''}")
+print(f"soak RSS KiB: first {s[0]}, last {s[-1]} (2 s after the load), max {max(s)}, samples {len(s)}")
+PY
 fi
 [ "$FULL_OK" = 1 ] || echo "(full leg measured without an upstream hop)"

@@ -14,5 +14,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod proxy;
 pub mod state;
+pub mod tls;
 pub mod upstream;
 pub mod util;

@@ -1,7 +1,9 @@
 use aap_gateway::config::Config;
 use aap_gateway::gateway::{Gateway, Runtime};
 use aap_gateway::proxy::{Admin, Ingress};
+use aap_gateway::tls::CertStore;
 use clap::{Parser, Subcommand};
+use pingora::listeners::tls::TlsSettings;
 use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 use std::path::PathBuf;
@@ -28,6 +30,11 @@ struct Cli {
     /// instance (start this, then send SIGQUIT to the old process).
     #[arg(long)]
     upgrade: bool,
+    /// With `server.tls`: how often (milliseconds) to check the certificate
+    /// and key files for a replacement; 0 turns the check off (SIGHUP and
+    /// `POST /reload` still re-read them).
+    #[arg(long, default_value_t = 2000, global = true)]
+    tls_watch_ms: u64,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -179,10 +186,29 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         admin_listen: cli.admin_listen.clone(),
         state_dir: cli.state_dir.clone(),
         upgrade: false,
+        tls_watch_ms: cli.tls_watch_ms,
         command: None,
     };
     let gateway = Arc::new(Gateway::new(runtime).with_loader(Box::new(move || load(&source))));
-    reload_on_sighup(gateway.clone());
+    // The certificate is served from memory so it can be replaced without a
+    // restart (see `aap_gateway::tls`).
+    let certs = match &tls {
+        Some((cert, key)) => match CertStore::open(cert.into(), key.into()) {
+            Ok(store) => {
+                store.watch(std::time::Duration::from_millis(cli.tls_watch_ms));
+                Some(store)
+            }
+            Err(e) => {
+                eprintln!(
+                    "aap-gateway: config error in {}: server.tls: {e}",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    reload_on_sighup(gateway.clone(), certs.clone());
     let conf = ServerConf {
         threads,
         pid_file: state_dir.join("aap-gateway.pid").display().to_string(),
@@ -208,22 +234,28 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
             gateway: gateway.clone(),
         },
     );
-    match &tls {
-        Some((cert, key)) => {
-            if let Err(e) = ingress.add_tls(&listen, cert, key) {
-                eprintln!(
-                    "aap-gateway: config error in {}: server.tls: {e}",
-                    path.display()
-                );
-                return ExitCode::from(2);
-            }
+    match (&tls, &certs) {
+        (Some((cert, key)), Some(store)) => {
+            let mut settings = match TlsSettings::intermediate(cert, key) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!(
+                        "aap-gateway: config error in {}: server.tls: {e}",
+                        path.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            };
+            settings.set_cert_resolver(store.clone());
+            ingress.add_tls_with_settings(&listen, None, settings);
         }
-        None => ingress.add_tcp(&listen),
+        _ => ingress.add_tcp(&listen),
     }
     let mut admin = http_proxy_service(
         &server.configuration,
         Admin {
             gateway: gateway.clone(),
+            tls: certs,
         },
     );
     admin.add_tcp(&admin_listen);
@@ -233,8 +265,9 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     server.run_forever()
 }
 
-/// SIGHUP re-reads the configuration (like `POST /reload` on the admin port).
-fn reload_on_sighup(gateway: Arc<Gateway>) {
+/// SIGHUP re-reads the configuration and the TLS files (like `POST /reload`
+/// on the admin port).
+fn reload_on_sighup(gateway: Arc<Gateway>, certs: Option<Arc<CertStore>>) {
     let spawned = std::thread::Builder::new()
         .name("sighup".into())
         .spawn(move || {
@@ -258,6 +291,9 @@ fn reload_on_sighup(gateway: Arc<Gateway>) {
                 };
                 while hup.recv().await.is_some() {
                     let _ = gateway.reload_from_source();
+                    if let Some(c) = &certs {
+                        let _ = c.reload("sighup");
+                    }
                 }
             });
         });

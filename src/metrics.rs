@@ -178,3 +178,13 @@ pub fn record(tenant: &str, out: &crate::mcp::server::Outcome, status: u16, seco
         _ => {}
     }
 }
+
+/// TLS certificate reloads by result (`ok`, `rejected`); see `crate::tls`.
+pub static TLS_RELOADS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        &METRICS.registry,
+        "aap_tls_reloads_total",
+        "TLS certificate/key reload attempts by result",
+        &["result"],
+    )
+});

@@ -19,9 +19,11 @@ pub struct Ingress {
     pub gateway: Arc<Gateway>,
 }
 
-/// The admin listener: health, readiness.
+/// The admin listener: health, readiness, metrics, reload.
 pub struct Admin {
     pub gateway: Arc<Gateway>,
+    /// The TLS certificate of the ingress, re-read on `POST /reload`.
+    pub tls: Option<Arc<crate::tls::CertStore>>,
 }
 
 fn to_request(session: &ServerSession, body: Bytes) -> HttpRequest {
@@ -138,11 +140,20 @@ impl HttpServerApp for Ingress {
         } else {
             io.header_timeout
         };
+        // On shutdown (SIGTERM, or the old process of an upgrade) an idle
+        // keep-alive connection is closed at once. A fresh connection is not:
+        // the client connected to send a request, which may already be on
+        // its way (during an upgrade both processes accept on the same
+        // socket), so it gets the usual header deadline and an answer.
         let mut shutdown_rx = shutdown.clone();
-        let read = tokio::select! {
-            biased;
-            r = tokio::time::timeout(budget, http.read_request()) => r,
-            _ = shutdown_rx.changed() => return None,
+        let read = if reused {
+            tokio::select! {
+                biased;
+                r = tokio::time::timeout(budget, http.read_request()) => r,
+                _ = shutdown_rx.changed() => return None,
+            }
+        } else {
+            tokio::time::timeout(budget, http.read_request()).await
         };
         match read {
             Ok(Ok(true)) => {}
@@ -239,16 +250,28 @@ impl ProxyHttp for Admin {
         let path = session.req_header().uri.path().to_owned();
         let method = session.req_header().method.as_str().to_owned();
         if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
-            let resp = match self.gateway.reload_from_source() {
-                Ok(g) => HttpResponse::json(
-                    200,
-                    &serde_json::json!({"status": "reloaded", "config_generation": g}),
-                ),
-                Err(e) => HttpResponse::json(
-                    422,
-                    &serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.runtime().generation}),
-                ),
+            let tls = self.tls.as_ref().map(|t| t.reload("admin"));
+            let mut resp = match self.gateway.reload_from_source() {
+                Ok(g) => serde_json::json!({"status": "reloaded", "config_generation": g}),
+                Err(e) => {
+                    serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.runtime().generation})
+                }
             };
+            match tls {
+                Some(Ok(())) => resp["tls"] = serde_json::json!("reloaded"),
+                Some(Err(e)) => {
+                    // `status` stays the configuration's; the 422 says a part was refused.
+                    resp["tls"] = serde_json::json!("rejected");
+                    resp["tls_error"] = serde_json::json!(e);
+                }
+                None => {}
+            }
+            let status = if resp["status"] == "reloaded" && resp["tls"] != "rejected" {
+                200
+            } else {
+                422
+            };
+            let resp = HttpResponse::json(status, &resp);
             write(session, resp).await?;
             return Ok(true);
         }
@@ -265,6 +288,7 @@ impl ProxyHttp for Admin {
                 200,
                 &serde_json::json!({
                     "status": "ready",
+                    "pid": std::process::id(),
                     "config_generation": rt.generation,
                     "tenants": rt.endpoints.len() + rt.relays.len(),
                 }),

@@ -90,6 +90,11 @@ impl Gateway {
 
     /// (Re)start with an existing config and state directory.
     pub fn launch(config: PathBuf, state: PathBuf) -> Gateway {
+        Self::launch_with_args(config, state, &[])
+    }
+
+    /// Like [`Gateway::launch`], with extra command-line arguments.
+    pub fn launch_with_args(config: PathBuf, state: PathBuf, extra: &[&str]) -> Gateway {
         let port = free_port();
         let admin = free_port();
         let log = state.join(format!("gateway-{port}.log"));
@@ -102,6 +107,7 @@ impl Gateway {
             .arg(format!("127.0.0.1:{admin}"))
             .arg("--state-dir")
             .arg(&state)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -1,0 +1,159 @@
+//! TLS certificate that can be replaced while the gateway runs.
+//!
+//! The rustls listener is given a [`ResolvesServerCert`] that hands out the
+//! certificate currently held in an `ArcSwap`, so a new pair takes effect on
+//! the next handshake; established connections keep the session they made.
+//! The pair is re-read when both files have changed and stayed unchanged for
+//! one more poll (so a cert written a moment before its key is never loaded
+//! alone), on SIGHUP and on `POST /reload`. A pair that does not load (bad
+//! PEM, no key, key not matching the certificate) is refused: the previous
+//! certificate keeps serving, an error is logged and
+//! `aap_tls_reloads_total{result="rejected"}` counts it.
+
+use arc_swap::ArcSwap;
+use pingora::tls::sign::CertifiedKey;
+use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// What identifies one version of a file: size, modification time, inode.
+type Stamp = Option<(u64, SystemTime, u64)>;
+
+fn stamp(p: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// The certificate/key pair served on the TLS listener.
+pub struct CertStore {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    current: ArcSwap<CertifiedKey>,
+    /// (stamps of the pair now loaded or last refused, stamps seen at the last poll)
+    seen: Mutex<((Stamp, Stamp), (Stamp, Stamp))>,
+}
+
+impl std::fmt::Debug for CertStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertStore")
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Read and check a PEM certificate chain and private key.
+pub fn load_pair(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, String> {
+    pingora::tls::install_default_crypto_provider();
+    let provider = CryptoProvider::get_default().ok_or("no rustls crypto provider")?;
+    let (certs, key) = pingora::tls::load_certs_and_key_files(
+        &cert_file.display().to_string(),
+        &key_file.display().to_string(),
+    )
+    .map_err(|e| {
+        format!(
+            "cannot read {} / {}: {e}",
+            cert_file.display(),
+            key_file.display()
+        )
+    })?
+    .ok_or_else(|| {
+        format!(
+            "{} has no certificate or {} has no private key",
+            cert_file.display(),
+            key_file.display()
+        )
+    })?;
+    CertifiedKey::from_der(certs, key, provider)
+        .map_err(|e| format!("certificate and key do not form a usable pair: {e}"))
+}
+
+impl CertStore {
+    /// Load the pair once; an error here stops the start.
+    pub fn open(cert_file: PathBuf, key_file: PathBuf) -> Result<Arc<CertStore>, String> {
+        let stamps = (stamp(&cert_file), stamp(&key_file));
+        let first = load_pair(&cert_file, &key_file)?;
+        let m = &*crate::metrics::TLS_RELOADS;
+        m.with_label_values(&["ok"]).inc_by(0);
+        m.with_label_values(&["rejected"]).inc_by(0);
+        Ok(Arc::new(CertStore {
+            cert_file,
+            key_file,
+            current: ArcSwap::from_pointee(first),
+            seen: Mutex::new((stamps, stamps)),
+        }))
+    }
+
+    /// Re-read the files now (`trigger`: `sighup`, `admin`). On error the
+    /// current certificate stays.
+    pub fn reload(&self, trigger: &'static str) -> Result<(), String> {
+        let stamps = (stamp(&self.cert_file), stamp(&self.key_file));
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            *seen = (stamps, stamps);
+        }
+        self.swap(trigger)
+    }
+
+    fn swap(&self, trigger: &'static str) -> Result<(), String> {
+        let m = &*crate::metrics::TLS_RELOADS;
+        match load_pair(&self.cert_file, &self.key_file) {
+            Ok(k) => {
+                self.current.store(Arc::new(k));
+                m.with_label_values(&["ok"]).inc();
+                tracing::info!(cert_file = %self.cert_file.display(), trigger, "TLS certificate reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                m.with_label_values(&["rejected"]).inc();
+                tracing::error!(error = %e, trigger, "TLS certificate reload rejected; the previous certificate keeps serving");
+                Err(e)
+            }
+        }
+    }
+
+    /// One poll: reload when the files differ from the loaded (or last
+    /// refused) version and have not changed since the previous poll.
+    pub fn poll(&self) {
+        let now = (stamp(&self.cert_file), stamp(&self.key_file));
+        let due = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let (loaded, last) = *seen;
+            seen.1 = now;
+            if now != loaded && now == last {
+                seen.0 = now;
+                true
+            } else {
+                false
+            }
+        };
+        if due {
+            let _ = self.swap("file_change");
+        }
+    }
+
+    /// Poll every `interval` on a thread of its own (0: never).
+    pub fn watch(self: &Arc<Self>, interval: Duration) {
+        if interval.is_zero() {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tls-watch".into())
+            .spawn(move || loop {
+                std::thread::sleep(interval);
+                me.poll();
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "TLS file watch unavailable; use SIGHUP or POST /reload");
+        }
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
