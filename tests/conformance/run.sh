@@ -175,14 +175,36 @@ run_suite() {
   rc=$?
   sed -n '/=== SUMMARY ===/,$p' "$out"
   [ -s "$out" ] && ! grep -q '=== SUMMARY ===' "$out" && tail -n 40 "$out"
-  # Scenario counts from the summary lines ("✓ name: N passed, M failed" / "✗ ...").
-  local ok bad listed
-  ok="$(grep -cE '^✓ ' "$out" || true)"
-  bad="$(grep -cE '^✗ ' "$out" || true)"
-  listed=0
-  [ -n "$baseline" ] && listed="$(grep -cE '^\s*-\s+[a-z0-9-]+' "$baseline" || true)"
-  ROWS+=("$(printf '%-8s %s  scenarios: %s passed, %s failed (baseline lists %s)  rc=%s' \
-    "$name" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$ok" "$bad" "$listed" "$rc")")
+  # Per-scenario tally from the checks.json files (a scenario "fails" on a FAILURE check; with a
+  # baseline the suite also counts WARNING checks, so they are shown separately).
+  local tally
+  tally="$(python3 - "$WORK/$name/results" "$baseline" <<'PY'
+import glob, json, os, re, sys
+results, baseline = sys.argv[1], sys.argv[2]
+listed = set()
+if baseline:
+    for line in open(baseline, encoding="utf-8"):
+        m = re.match(r"\s*-\s+([a-z0-9-]+)", line)
+        if m:
+            listed.add(m.group(1))
+seen = {}
+for path in sorted(glob.glob(os.path.join(results, "server-*", "checks.json"))):
+    scen = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", os.path.basename(os.path.dirname(path)))
+    statuses = [c.get("status") for c in json.load(open(path, encoding="utf-8"))]
+    seen[scen] = "fail" if "FAILURE" in statuses else "warn" if "WARNING" in statuses else "pass"
+clean = [s for s, v in seen.items() if v == "pass" and s not in listed]
+warn = [s for s, v in seen.items() if v == "warn" and s not in listed]
+expected = [s for s, v in seen.items() if v != "pass" and s in listed]
+unexpected = [s for s, v in seen.items() if v == "fail" and s not in listed]
+stale = [s for s, v in seen.items() if v == "pass" and s in listed]
+print(f"{len(seen)} scenarios: {len(clean)} passed, {len(warn)} passed with warnings, "
+      f"{len(expected)} expected failures (baseline {len(listed)}), {len(unexpected)} unexpected failures, "
+      f"{len(stale)} stale baseline entries"
+      + (f"; unexpected: {' '.join(unexpected)}" if unexpected else "")
+      + (f"; stale: {' '.join(stale)}" if stale else ""))
+PY
+)"
+  ROWS+=("$(printf '%-8s %s  %s  (cli rc=%s)' "$name" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$tally" "$rc")")
   [ $rc -eq 0 ] || FAILED=$((FAILED + 1))
   return 0
 }
