@@ -13,7 +13,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import {
   EXPECTED_TOOLS,
@@ -31,7 +31,10 @@ import {
   vehicleRef,
 } from './aap_checks.mjs';
 
-const CLIENT_VERSION = createRequire(import.meta.url)('@modelcontextprotocol/client/package.json').version;
+// The package's `exports` hide package.json, so read it from node_modules next to this file.
+const CLIENT_VERSION = JSON.parse(
+  readFileSync(new URL('./node_modules/@modelcontextprotocol/client/package.json', import.meta.url), 'utf8'),
+).version;
 
 describe(`modern MCP 2026-07-28 via @modelcontextprotocol/client ${CLIENT_VERSION} (versionNegotiation auto)`, { skip: URL_ENV ? false : 'AAP_GATEWAY_URL is not set; run through tests/sdk/run.sh' }, () => {
   const wire = [];
