@@ -242,8 +242,8 @@ else
 fi
 
 section "relay: the fixture behind the gateway's relay backend"
-relay_config() {  # relay_config PORT OUT
-  cat >"$2" <<TOML
+relay_config() {  # relay_config FIXTURE_PORT GATEWAY_PORT OUT
+  cat >"$3" <<TOML
 [server]
 listen = "127.0.0.1:8080"
 admin_listen = "127.0.0.1:9090"
@@ -255,6 +255,7 @@ dir = "var"
 [[tenants]]
 id = "conformance-fixture"
 path = "$RELAY_PATH"
+allowed_origins = ["http://localhost:$2"]
 
 [tenants.backend]
 kind = "relay"
@@ -268,7 +269,8 @@ if [ "$RELAY_MODE" = "0" ]; then
 elif ! start_fixture relay; then
   ROWS+=("relay    FAIL  fixture did not start"); FAILED=$((FAILED + 1))
 else
-  relay_config "$FIX_PORT" "$WORK/relay/gateway.toml"
+  GW_PORT="$(free_port)"
+  relay_config "$FIX_PORT" "$GW_PORT" "$WORK/relay/gateway.toml"
   if ! "$BIN" check --config "$WORK/relay/gateway.toml" >"$WORK/relay/check.out" 2>&1; then
     if [ "$RELAY_MODE" = "1" ]; then
       info "the binary rejects a relay config:"; sed 's/^/    /' "$WORK/relay/check.out"
@@ -278,7 +280,7 @@ else
       sed 's/^/    /' "$WORK/relay/check.out"
       ROWS+=("relay    SKIP  binary has no relay backend yet")
     fi
-  elif start_gateway relay "$WORK/relay/gateway.toml"; then
+  elif start_gateway relay "$WORK/relay/gateway.toml" "$GW_PORT"; then
     run_suite relay "http://localhost:$GW_PORT$RELAY_PATH" "$SCRIPT_DIR/baseline-relay.yml"
   else
     ROWS+=("relay    FAIL  gateway did not start"); FAILED=$((FAILED + 1))
