@@ -91,6 +91,10 @@ CONF_VER="$(pkg_version @modelcontextprotocol/conformance)"
 SDK_VER="$(pkg_version @modelcontextprotocol/sdk)"
 info "@modelcontextprotocol/conformance $CONF_VER, fixture on @modelcontextprotocol/sdk $SDK_VER"
 CONFORMANCE=("$NODE22" "$SCRIPT_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js")
+# Every run must report on each scenario the suite lists for this revision.
+SCENARIOS="$("${CONFORMANCE[@]}" list --server --spec-version "$SPEC_VERSION" | grep -cE '^\s+- ' || true)"
+[ "${SCENARIOS:-0}" -gt 0 ] || die "the conformance CLI lists no server scenarios for $SPEC_VERSION"
+info "$SCENARIOS server scenarios for spec $SPEC_VERSION"
 
 # ---------------------------------------------------------------------------------------------
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/aap-conformance.XXXXXX")"
@@ -204,6 +208,11 @@ print(f"{len(seen)} scenarios: {len(clean)} passed, {len(warn)} passed with warn
       + (f"; stale: {' '.join(stale)}" if stale else ""))
 PY
 )"
+  local reported="${tally%% scenarios:*}"
+  if [ "$reported" != "$SCENARIOS" ]; then
+    info "$name: results for $reported scenarios, expected $SCENARIOS"
+    [ $rc -eq 0 ] && rc=3
+  fi
   ROWS+=("$(printf '%-8s %s  %s  (cli rc=%s)' "$name" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$tally" "$rc")")
   [ $rc -eq 0 ] || FAILED=$((FAILED + 1))
   return 0
