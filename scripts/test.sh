@@ -20,4 +20,5 @@ echo "== cargo test --release"
 cargo test --release -- --test-threads=4
 echo "== SDK end-to-end tests"
 bash tests/sdk/run.sh target/release/aap-gateway
+bash tests/conformance/run.sh target/release/aap-gateway
 echo "== all tests passed"
