@@ -85,7 +85,7 @@ fn headerless_modern_requests_reach_a_strict_server_with_headers_filled() {
     let r = gw.rpc(&[("MCP-Protocol-Version", "2025-11-25")], &call);
     assert_eq!(r.error_code(), -32020);
     let r = gw.rpc(
-        &[("MCP-Protocol-Version", "2031-01-01")],
+        &[("MCP-Protocol-Version", "latest")],
         &legacy("ping", json!({})),
     );
     assert_eq!(r.status, 400, "{}", r.text());

@@ -32,6 +32,16 @@ pub fn name_for<'a>(method: &str, message: &'a Message) -> Option<&'a str> {
     message.params()?.get(key)?.as_str()
 }
 
+/// `YYYY-MM-DD`, the shape of every MCP revision identifier.
+fn is_dated_version(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 /// Check and complete the mirror headers of a relayed POST body.
 ///
 /// `session_version` is the protocol version the upstream negotiated with
@@ -76,8 +86,13 @@ pub fn normalize(
         body_version.or(header).or(session_version)
     };
     if let Some(v) = version {
-        let rev = Revision::from_version(v).ok_or_else(|| revision::unsupported_version(v))?;
-        out.revision = Some(rev);
+        // Other dated revisions (2025-06-18, ...) are the upstream's to
+        // accept or refuse; only a value that is no revision at all is ours.
+        let rev = Revision::from_version(v);
+        if rev.is_none() && !is_dated_version(v) {
+            return Err(revision::unsupported_version(v));
+        }
+        out.revision = rev;
         if header.is_none() && method != Some("initialize") {
             out.add.push(("MCP-Protocol-Version", v.to_owned()));
             out.filled.push("MCP-Protocol-Version");
@@ -195,8 +210,11 @@ mod tests {
     #[test]
     fn unknown_versions_are_refused_but_initialize_negotiates() {
         let ping = msg(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
-        let e = normalize(&ping, &headers(Some("2024-01-01"), None, None), None).unwrap_err();
+        let e = normalize(&ping, &headers(Some("latest"), None, None), None).unwrap_err();
         assert_eq!(e.code, -32022);
+        // An older dated revision is the upstream's to judge.
+        let n = normalize(&ping, &headers(Some("2025-03-26"), None, None), None).unwrap();
+        assert_eq!(n.revision, None);
         let init = msg(
             r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
         );
