@@ -371,29 +371,7 @@ fn sigterm_drains_the_call_in_flight_and_exits_0() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     // The call in flight: the upstream holds its result after the first
     // progress event.
-    let mut call = modern(
-        "tools/call",
-        json!({"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
-    );
-    call["params"]["_meta"]["progressToken"] = json!("drain");
-    let body = call.to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    write!(
-        s,
-        "POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("notifications/progress") {
-        let n = s
-            .read(&mut buf)
-            .expect("first event while the upstream holds");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
+    let (mut s, mut got) = open_progress_stream(gw.port, "drain");
     // A connection accepted before the signal whose request comes after it
     // (as during an upgrade, when both processes accept on one socket).
     let mut pending = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
@@ -447,13 +425,7 @@ fn sigterm_drains_the_call_in_flight_and_exits_0() {
     std::thread::sleep(Duration::from_millis(1200));
     // Release the upstream 1.5 s into the grace period.
     std::fs::write(&hold, b"go").unwrap();
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    let all = String::from_utf8_lossy(&got).to_string();
+    let all = read_rest(&mut s, &mut got);
     assert!(all.starts_with("HTTP/1.1 200"), "{all}");
     assert!(all.contains("\"resultType\":\"complete\""), "{all}");
     assert!(all.contains("inventory.search.response"), "{all}");

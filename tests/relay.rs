@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 
 fn relay_backend(peers: &[String], extra: &str) -> String {
     let list: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
@@ -194,30 +193,7 @@ fn event_streams_are_relayed_as_they_happen() {
         &[],
     );
     let gw = Gateway::start_with(&relay_backend(&[peer.url()], ""));
-    let mut call = modern(
-        "tools/call",
-        json!({"name": "aap_inventory_search", "arguments": search_all()}),
-    );
-    call["params"]["_meta"]["progressToken"] = json!("relay-live");
-    let body = call.to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
-        .unwrap();
-    write!(
-        s,
-        "POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("notifications/progress") {
-        let n = s
-            .read(&mut buf)
-            .expect("first event while the upstream holds");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
+    let (mut s, mut got) = open_progress_stream(gw.port, "relay-live");
     let head = String::from_utf8_lossy(&got).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/event-stream"), "{head}");
@@ -226,13 +202,7 @@ fn event_streams_are_relayed_as_they_happen() {
         "result before release: {head}"
     );
     std::fs::write(&hold, b"go").unwrap();
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    let all = String::from_utf8_lossy(&got).to_string();
+    let all = read_rest(&mut s, &mut got);
     assert!(all.contains("inventory.search.response"), "{all}");
 }
 

@@ -453,7 +453,6 @@ fn param_headers_pass_through_and_upstream_protocol_errors_keep_their_meaning() 
 /// (it waits for a file the test creates only after reading that event).
 #[test]
 fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
-    use std::io::{Read, Write};
     let hold = temp_dir("hold").join("release");
     let hold_arg = hold.display().to_string();
     let peer = Peer::start(
@@ -462,30 +461,7 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
         &[],
     );
     let gw = Gateway::start_with(&mcp_backend(&[peer.url()], "2026-07-28", ""));
-    let mut call = modern(
-        "tools/call",
-        json!({"name": "aap_inventory_search", "arguments": search_all()}),
-    );
-    call["params"]["_meta"]["progressToken"] = json!("live");
-    let body = call.to_string();
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(15)))
-        .unwrap();
-    write!(
-        s,
-        "POST /aap/3.0.0/demo-toyota/mcp HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("notifications/progress") {
-        let n = s
-            .read(&mut buf)
-            .expect("first event while the upstream holds");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
+    let (mut s, mut got) = open_progress_stream(gw.port, "live");
     let head = String::from_utf8_lossy(&got).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/event-stream"), "{head}");
@@ -494,12 +470,6 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
         "result before release: {head}"
     );
     std::fs::write(&hold, b"go").unwrap();
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    let all = String::from_utf8_lossy(&got).to_string();
+    let all = read_rest(&mut s, &mut got);
     assert!(all.contains("\"resultType\":\"complete\""), "{all}");
 }

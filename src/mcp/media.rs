@@ -97,6 +97,30 @@ pub fn negotiate(accept: Option<&str>) -> Option<ResponseMedia> {
     }
 }
 
+/// The media checks every MCP POST passes first: a JSON `Content-Type`
+/// (else 415) and an `Accept` that admits JSON or SSE (else 406). Returns
+/// the framing for a synchronous answer.
+pub fn check_post(
+    content_type: Option<&str>,
+    accept: Option<&str>,
+) -> Result<ResponseMedia, super::jsonrpc::RpcError> {
+    use super::jsonrpc::{code, RpcError};
+    if !is_json_content_type(content_type) {
+        return Err(RpcError::new(
+            415,
+            code::INVALID_REQUEST,
+            "Unsupported Media Type: Content-Type must be application/json",
+        ));
+    }
+    negotiate(accept).ok_or_else(|| {
+        RpcError::new(
+            406,
+            code::INVALID_REQUEST,
+            "Not Acceptable: the client must accept application/json or text/event-stream",
+        )
+    })
+}
+
 /// True when `Accept` admits `text/event-stream`, i.e. the answer may be
 /// streamed even though JSON is preferred.
 pub fn accepts_event_stream(accept: Option<&str>) -> bool {

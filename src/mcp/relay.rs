@@ -9,8 +9,7 @@
 
 use super::headers::{encode_value, MirrorHeaders};
 use super::jsonrpc::{Message, RpcError};
-use super::revision::{self, Revision, META_PROTOCOL_VERSION};
-use serde_json::Value;
+use super::revision::{self, Revision, VersionContext};
 
 /// What the relay adds to a request, and what it learned for the logs.
 #[derive(Debug, Default, PartialEq)]
@@ -53,37 +52,19 @@ pub fn normalize(
 ) -> Result<Normalized, RpcError> {
     let mut out = Normalized::default();
     let method = message.method();
-    // The protocol version: body `_meta` (2026-07-28), header, session.
-    let body_version =
-        match revision::request_meta(message.params()).and_then(|m| m.get(META_PROTOCOL_VERSION)) {
-            None => None,
-            Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => {
-                return Err(RpcError::invalid_params(format!(
-                    "Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
-                )))
-            }
-        };
     let header = mirror.protocol_version.as_deref();
-    if let (Some(h), Some(b)) = (header, body_version) {
-        if h != b {
-            return Err(RpcError::header_mismatch(
-                "Header mismatch: MCP-Protocol-Version does not match params._meta protocolVersion",
-            ));
-        }
-    }
-    if let (Some(h), None, Some(s)) = (header, body_version, session_version) {
-        if h != s {
-            return Err(RpcError::header_mismatch(
-                "Header mismatch: MCP-Protocol-Version does not match the version negotiated for this session",
-            ));
-        }
-    }
+    let agreed = revision::agreed_version(
+        message,
+        &VersionContext {
+            headers: mirror,
+            session_version,
+        },
+    )?;
     // `initialize` negotiates the version in its body; nothing to fill.
     let version = if method == Some("initialize") {
         header
     } else {
-        body_version.or(header).or(session_version)
+        agreed
     };
     if let Some(v) = version {
         // Other dated revisions (2025-06-18, ...) are the upstream's to

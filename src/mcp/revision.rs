@@ -70,16 +70,34 @@ pub struct VersionContext<'a> {
 /// header, this client's session. A supplied header must agree with the
 /// body or the session; nothing is ever guessed.
 pub fn resolve(message: &Message, ctx: &VersionContext<'_>) -> Result<(Revision, bool), RpcError> {
+    let version = agreed_version(message, ctx)?.ok_or_else(|| unsupported_version(""))?;
+    let filled = ctx.headers.protocol_version.is_none();
     let meta = request_meta(message.params());
-    let body_version = match meta.and_then(|m| m.get(META_PROTOCOL_VERSION)) {
-        None => None,
-        Some(Value::String(s)) => Some(s.as_str()),
-        Some(_) => {
-            return Err(RpcError::invalid_params(format!(
-                "Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
-            )))
-        }
-    };
+    let revision = Revision::from_version(version).ok_or_else(|| unsupported_version(version))?;
+    if revision == Revision::Modern {
+        require_modern_meta(meta)?;
+    }
+    Ok((revision, filled))
+}
+
+/// The protocol version a request declares, from `params._meta` (2026-07-28),
+/// else `MCP-Protocol-Version`, else the version negotiated for its session;
+/// any two of them that disagree are a -32020 conflict. `None` when none is
+/// given. The value is not checked against the supported revisions.
+pub fn agreed_version<'a>(
+    message: &'a Message,
+    ctx: &VersionContext<'a>,
+) -> Result<Option<&'a str>, RpcError> {
+    let body_version =
+        match request_meta(message.params()).and_then(|m| m.get(META_PROTOCOL_VERSION)) {
+            None => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => {
+                return Err(RpcError::invalid_params(format!(
+                    "Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
+                )))
+            }
+        };
     let header = ctx.headers.protocol_version.as_deref();
     if let (Some(h), Some(b)) = (header, body_version) {
         if h != b {
@@ -88,24 +106,14 @@ pub fn resolve(message: &Message, ctx: &VersionContext<'_>) -> Result<(Revision,
             ));
         }
     }
-    if let (Some(h), Some(s)) = (header, ctx.session_version) {
-        if body_version.is_none() && h != s {
+    if let (Some(h), None, Some(s)) = (header, body_version, ctx.session_version) {
+        if h != s {
             return Err(RpcError::header_mismatch(
                 "Header mismatch: MCP-Protocol-Version does not match the version negotiated for this session",
             ));
         }
     }
-    let (version, filled) = match (body_version, header, ctx.session_version) {
-        (Some(b), h, _) => (b, h.is_none()),
-        (None, Some(h), _) => (h, false),
-        (None, None, Some(s)) => (s, true),
-        (None, None, None) => return Err(unsupported_version("")),
-    };
-    let revision = Revision::from_version(version).ok_or_else(|| unsupported_version(version))?;
-    if revision == Revision::Modern {
-        require_modern_meta(meta)?;
-    }
-    Ok((revision, filled))
+    Ok(body_version.or(header).or(ctx.session_version))
 }
 
 /// 2026-07-28 requires protocol version and client capabilities in `_meta`.

@@ -218,28 +218,11 @@ impl Endpoint {
         caller: &CallerCtx<'_>,
         out: &mut Outcome,
     ) -> HttpResponse {
-        if !media::is_json_content_type(req.header_str("content-type")) {
-            return self.error_response(
-                &RpcError::new(
-                    415,
-                    code::INVALID_REQUEST,
-                    "Unsupported Media Type: Content-Type must be application/json",
-                ),
-                None,
-                out,
-            );
-        }
-        let Some(framing) = media::negotiate(req.header_str("accept")) else {
-            return self.error_response(
-                &RpcError::new(
-                    406,
-                    code::INVALID_REQUEST,
-                    "Not Acceptable: the client must accept application/json or text/event-stream",
-                ),
-                None,
-                out,
-            );
-        };
+        let framing =
+            match media::check_post(req.header_str("content-type"), req.header_str("accept")) {
+                Ok(f) => f,
+                Err(e) => return self.error_response(&e, None, out),
+            };
         if req.body.len() > self.max_body_bytes {
             return self.error_response(&body_too_large(self.max_body_bytes), None, out);
         }

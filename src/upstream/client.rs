@@ -555,43 +555,28 @@ impl Client {
             }
         }
         self.mark_ok(&addr);
-        let Some(h) = session.response_header() else {
+        let Some(head) = head_of(&session, addr) else {
             session.shutdown().await;
             return Err(Failure::Uncertain(format!("{addr}: no response header")));
         };
-        let status = h.status.as_u16();
-        let headers: Vec<(String, String)> = h
-            .headers
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        let event_stream = headers.iter().any(|(n, v)| {
-            n.eq_ignore_ascii_case("content-type")
-                && v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("text/event-stream")
-        });
+        let event_stream = head.content_type() == "text/event-stream";
         if !event_stream {
+            let mut reply = head;
             let read = tokio::time::timeout_at(
                 started + self.cfg.request_timeout,
-                read_whole_body(&mut session),
+                read_body(&mut session, &mut reply, None),
             )
             .await;
             return match read {
-                Ok(Ok(body)) => {
+                Ok(Ok(_)) => {
                     self.connector
                         .release_http_session(session, &peer, peer.options.idle_timeout)
                         .await;
                     Ok(Streamed {
                         peer: i,
-                        status,
-                        headers,
-                        body: StreamedBody::Whole(body),
+                        status: reply.status,
+                        headers: reply.headers,
+                        body: StreamedBody::Whole(reply.body),
                     })
                 }
                 Ok(Err(why)) => {
@@ -635,8 +620,8 @@ impl Client {
         });
         Ok(Streamed {
             peer: i,
-            status,
-            headers,
+            status: head.status,
+            headers: head.headers,
             body: StreamedBody::Events(rx),
         })
     }
@@ -659,26 +644,6 @@ pub enum StreamedBody {
     Events(tokio::sync::mpsc::Receiver<Bytes>),
 }
 
-async fn read_whole_body(session: &mut HttpSession) -> Result<Bytes, String> {
-    let mut buf = Vec::new();
-    while !session.response_done() {
-        match session
-            .read_response_body()
-            .await
-            .map_err(|e| format!("reading the response body: {}", e.etype().as_str()))?
-        {
-            None => break,
-            Some(chunk) => {
-                buf.extend_from_slice(&chunk);
-                if buf.len() > MAX_RESPONSE_BYTES {
-                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
-                }
-            }
-        }
-    }
-    Ok(Bytes::from(buf))
-}
-
 fn into_error(f: Failure) -> BackendError {
     match f {
         Failure::NotDelivered(why) => BackendError::Unavailable(why),
@@ -686,22 +651,10 @@ fn into_error(f: Failure) -> BackendError {
     }
 }
 
-/// Read the response head and body; `true` when the body was read to its
-/// end (the connection may then be reused).
-async fn read_reply(
-    session: &mut HttpSession,
-    peer: SocketAddr,
-    complete: Option<Complete<'_>>,
-) -> Result<(Reply, bool), String> {
-    session
-        .read_response_header()
-        .await
-        .map_err(|e| format!("reading the response: {}", e.etype().as_str()))?;
-    let head = session
-        .response_header()
-        .ok_or("no response header")?
-        .clone();
-    let mut reply = Reply {
+/// The response head read so far, as a [`Reply`] without body.
+fn head_of(session: &HttpSession, peer: SocketAddr) -> Option<Reply> {
+    let head = session.response_header()?;
+    Some(Reply {
         status: head.status.as_u16(),
         headers: head
             .headers
@@ -715,12 +668,37 @@ async fn read_reply(
             .collect(),
         body: Bytes::new(),
         peer,
-    };
+    })
+}
+
+/// Read the response head and body; `true` when the body was read to its
+/// end (the connection may then be reused).
+async fn read_reply(
+    session: &mut HttpSession,
+    peer: SocketAddr,
+    complete: Option<Complete<'_>>,
+) -> Result<(Reply, bool), String> {
+    session
+        .read_response_header()
+        .await
+        .map_err(|e| format!("reading the response: {}", e.etype().as_str()))?;
+    let mut reply = head_of(session, peer).ok_or("no response header")?;
+    let done = read_body(session, &mut reply, complete).await?;
+    Ok((reply, done))
+}
+
+/// Read the body into `reply` (at most [`MAX_RESPONSE_BYTES`]); `true` when
+/// it was read to its end, `false` when `complete` said enough arrived.
+async fn read_body(
+    session: &mut HttpSession,
+    reply: &mut Reply,
+    complete: Option<Complete<'_>>,
+) -> Result<bool, String> {
     let mut buf = Vec::new();
     loop {
         if session.response_done() {
             reply.body = Bytes::from(buf);
-            return Ok((reply, true));
+            return Ok(true);
         }
         match session
             .read_response_body()
@@ -729,7 +707,7 @@ async fn read_reply(
         {
             None => {
                 reply.body = Bytes::from(buf);
-                return Ok((reply, true));
+                return Ok(true);
             }
             Some(chunk) => {
                 buf.extend_from_slice(&chunk);
@@ -738,8 +716,8 @@ async fn read_reply(
                 }
                 if let Some(done) = complete {
                     reply.body = Bytes::copy_from_slice(&buf);
-                    if done(&reply) {
-                        return Ok((reply, false));
+                    if done(reply) {
+                        return Ok(false);
                     }
                 }
             }

@@ -52,9 +52,8 @@ pub struct Relay {
     sessions: Mutex<HashMap<String, SessionInfo>>,
 }
 
-/// Request headers that belong to one hop (RFC 9110 §7.6.1) or that the
-/// relay sets itself.
-const NOT_FORWARDED: [&str; 12] = [
+/// Headers that belong to one hop (RFC 9110 §7.6.1), in either direction.
+const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -64,6 +63,10 @@ const NOT_FORWARDED: [&str; 12] = [
     "transfer-encoding",
     "upgrade",
     "host",
+];
+
+/// Request headers the relay sets itself or keeps from the upstream.
+const NOT_FORWARDED: [&str; 3] = [
     "content-length",
     // The client's credential is for the gateway, never for the upstream.
     "authorization",
@@ -71,6 +74,10 @@ const NOT_FORWARDED: [&str; 12] = [
     // (localhost origins only) would refuse what the gateway admitted.
     "origin",
 ];
+
+fn is_hop_header(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
 
 impl Relay {
     pub fn new(cfg: RelayConfig) -> Result<Relay, String> {
@@ -151,26 +158,8 @@ impl Relay {
         let mut handshake = false;
         match req.method.as_str() {
             "POST" => {
-                if !media::is_json_content_type(req.header_str("content-type")) {
-                    return Err((
-                        RpcError::new(
-                            415,
-                            code::INVALID_REQUEST,
-                            "Unsupported Media Type: Content-Type must be application/json",
-                        ),
-                        None,
-                    ));
-                }
-                if media::negotiate(req.header_str("accept")).is_none() {
-                    return Err((
-                        RpcError::new(
-                            406,
-                            code::INVALID_REQUEST,
-                            "Not Acceptable: the client must accept application/json or text/event-stream",
-                        ),
-                        None,
-                    ));
-                }
+                media::check_post(req.header_str("content-type"), req.header_str("accept"))
+                    .map_err(|e| (e, None))?;
                 let message = jsonrpc::parse_message(&req.body, self.cfg.max_json_depth)
                     .map_err(|e| (e, None))?;
                 id = message.id().cloned();
@@ -268,15 +257,11 @@ impl Relay {
             }
             StreamedBody::Events(rx) => resp.stream = Some(rx),
         }
-        if req.method == "DELETE" && (200..300).contains(&opened.status) {
-            if let Some(s) = &session_id {
-                self.forget(s);
-            }
-        }
-        if opened.status == 404 {
-            if let Some(s) = &session_id {
-                self.forget(s);
-            }
+        // The session ended (DELETE) or the upstream no longer knows it.
+        let ended =
+            (req.method == "DELETE" && (200..300).contains(&opened.status)) || opened.status == 404;
+        if let (true, Some(s)) = (ended, &session_id) {
+            self.forget(s);
         }
         out.outcome = if (200..300).contains(&opened.status) {
             "relayed".into()
@@ -332,12 +317,6 @@ fn handshake_version(body: &[u8]) -> Option<String> {
     None
 }
 
-fn is_hop_header(name: &str) -> bool {
-    NOT_FORWARDED[..9]
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-}
-
 /// The client's headers the upstream should see: everything but hop-by-hop
 /// headers (including those the client's `Connection` names), the Host,
 /// the framing and the client's own credential.
@@ -352,7 +331,8 @@ fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
     req.headers
         .iter()
         .filter(|(n, _)| {
-            !NOT_FORWARDED.iter().any(|h| n.eq_ignore_ascii_case(h))
+            !is_hop_header(n)
+                && !NOT_FORWARDED.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named.iter().any(|c| n.eq_ignore_ascii_case(c))
         })
         .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))

@@ -649,3 +649,47 @@ pub fn headerless_call(gw: &Gateway, name: &str, arguments: Value) -> Resp {
         &modern("tools/call", json!({"name": name, "arguments": arguments})),
     )
 }
+
+/// POST a modern search carrying `_meta.progressToken = token`, accepting
+/// SSE, on a fresh `Connection: close` connection, and read until the first
+/// `notifications/progress` event arrived (for upstreams that hold their
+/// result after it). Returns the connection and what was read so far.
+pub fn open_progress_stream(port: u16, token: &str) -> (TcpStream, Vec<u8>) {
+    let mut call = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
+    );
+    call["params"]["_meta"]["progressToken"] = json!(token);
+    let body = call.to_string();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(
+        s,
+        "POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("notifications/progress") {
+        let n = s
+            .read(&mut buf)
+            .expect("first event while the upstream holds");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    (s, got)
+}
+
+/// Read a `Connection: close` response to its end (or an error), appending
+/// to `got`; returns everything read as text.
+pub fn read_rest(s: &mut TcpStream, got: &mut Vec<u8>) -> String {
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(got).into_owned()
+}
