@@ -10,9 +10,10 @@
 #   fixture   tests/conformance/everything_server.mjs directly (no gateway), no expected
 #             failures: proves the fixture serves what the scenarios expect;
 #   relay     the same fixture behind the gateway's `relay` backend, with
-#             tests/conformance/baseline-relay.yml. AAP_CONFORMANCE_RELAY=auto (default) runs it
-#             when the binary accepts a relay config (`aap-gateway check`) and reports SKIP
-#             otherwise; =1 requires it (a binary without relay is a failure); =0 skips it.
+#             tests/conformance/baseline-relay.yml. AAP_CONFORMANCE_RELAY=1 (default) requires
+#             it (a binary that rejects a relay config fails the run); =auto runs it only when
+#             `aap-gateway check` accepts the relay config and reports SKIP otherwise (older
+#             binaries); =0 skips it.
 #
 # The conformance CLI needs Node >= 22 (it imports fs.globSync). When the system node is
 # older, Node 22 is installed from the npm registry (package node-linux-<arch>, pinned below)
@@ -22,7 +23,7 @@
 # as failing that passes). Results (checks.json per scenario) go to a temporary directory;
 # KEEP_WORK=1 keeps it.
 #
-# Environment: AAP_CONFORMANCE_RELAY (auto|1|0), AAP_NODE22 (a node >= 22 binary to use),
+# Environment: AAP_CONFORMANCE_RELAY (1|auto|0), AAP_NODE22 (a node >= 22 binary to use),
 # AAP_READY_TIMEOUT (seconds, default 60).
 
 set -uo pipefail
@@ -33,7 +34,7 @@ NODE22_VERSION="22.23.5"
 SPEC_VERSION="2025-11-25"
 TENANT_PATH="/aap/3.0.0/demo-toyota/mcp"
 RELAY_PATH="/conformance/mcp"
-RELAY_MODE="${AAP_CONFORMANCE_RELAY:-auto}"
+RELAY_MODE="${AAP_CONFORMANCE_RELAY:-1}"
 READY_TIMEOUT="${AAP_READY_TIMEOUT:-60}"
 
 section() { printf '\n==================== %s ====================\n' "$*"; }
@@ -285,9 +286,9 @@ else
       info "the binary rejects a relay config:"; sed 's/^/    /' "$WORK/relay/check.out"
       ROWS+=("relay    FAIL  binary has no relay backend (AAP_CONFORMANCE_RELAY=1)"); FAILED=$((FAILED + 1))
     else
-      info "the binary rejects a relay config; skipping (set AAP_CONFORMANCE_RELAY=1 to require it):"
+      info "the binary rejects a relay config; skipping (AAP_CONFORMANCE_RELAY=auto):"
       sed 's/^/    /' "$WORK/relay/check.out"
-      ROWS+=("relay    SKIP  binary has no relay backend yet")
+      ROWS+=("relay    SKIP  binary has no relay backend (AAP_CONFORMANCE_RELAY=auto)")
     fi
   elif start_gateway relay "$WORK/relay/gateway.toml" "$GW_PORT"; then
     run_suite relay "http://localhost:$GW_PORT$RELAY_PATH" "$SCRIPT_DIR/baseline-relay.yml"
