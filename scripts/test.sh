@@ -20,4 +20,5 @@ echo "== cargo test --release"
 cargo test --release -- --test-threads=4
 echo "== SDK end-to-end tests"
 bash tests/sdk/run.sh target/release/aap-gateway
+if [ "${AAP_TEST_LONG:-0}" = 1 ]; then bash scripts/fuzz.sh; fi  # long mode: bounded cargo-fuzz runs
 echo "== all tests passed"
