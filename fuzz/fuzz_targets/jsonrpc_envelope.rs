@@ -79,9 +79,9 @@ fn check_message(message: &Message) {
 /// What the gateway acts on: kind, id, method and params (floats are not
 /// compared for exact bits: serde_json's default float parser may round
 /// differently on a round trip, and the envelope never holds floats).
-fn summary(
-    m: &Result<Message, aap_gateway::mcp::jsonrpc::RpcError>,
-) -> Result<(u8, Option<Value>, Option<String>, Option<usize>), i64> {
+type Summary = Result<(u8, Option<Value>, Option<String>, Option<usize>), i64>;
+
+fn summary(m: &Result<Message, aap_gateway::mcp::jsonrpc::RpcError>) -> Summary {
     match m {
         Ok(Message::Request { id, method, params }) => Ok((
             0,

@@ -96,7 +96,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // Against the body, as the endpoint dispatches a request.
-    let Ok(message) = parse_message(&input.body, 32) else {
+    let Ok(message) = parse_message(input.body, 32) else {
         return;
     };
     if let Message::Request { .. } = message {
@@ -116,6 +116,9 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(source, Some(rev.as_str()));
                 if let (Some(b), Some(h)) = (body, &mirror.protocol_version) {
                     assert_eq!(b, h);
+                }
+                if let (None, Some(h), Some(s)) = (body, &mirror.protocol_version, session) {
+                    assert_eq!(h, s, "header disagrees with this client's session");
                 }
                 assert_eq!(filled, mirror.protocol_version.is_none());
                 assert!(Revision::from_version(rev.as_str()) == Some(rev));
