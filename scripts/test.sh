@@ -20,5 +20,11 @@ echo "== cargo test --release"
 cargo test --release -- --test-threads=4
 echo "== SDK end-to-end tests"
 bash tests/sdk/run.sh target/release/aap-gateway
+echo "== official MCP conformance suite (Node 22 from npm)"
 bash tests/conformance/run.sh target/release/aap-gateway
+# Fuzzing is always bounded: a short pass per target by default, five
+# minutes per target in long mode (AAP_TEST_LONG=1). AAP_FUZZ_SECONDS wins.
+if [ "${AAP_TEST_LONG:-0}" = 1 ]; then fuzz_default=300; else fuzz_default=20; fi
+echo "== cargo-fuzz targets, ${AAP_FUZZ_SECONDS:-$fuzz_default} s each"
+AAP_FUZZ_SECONDS="${AAP_FUZZ_SECONDS:-$fuzz_default}" bash scripts/fuzz.sh
 echo "== all tests passed"

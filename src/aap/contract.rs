@@ -99,55 +99,7 @@ impl Contract {
 
     /// Schema and consent checks; `Some` is the typed rejection.
     pub fn check_arguments(&self, skill: Skill, args: &Value) -> Option<ToolOutcome> {
-        if !args.is_object() {
-            return Some(ToolOutcome::error(
-                ErrorCode::SchemaValidationFailed,
-                "Tool arguments must be a JSON object (the typed AAP request).",
-                Some(
-                    json!({"errors": [field_error("", "type", "arguments are not an object",
-                    &format!("send an object with \"type\": \"{}\"", skill.request_type()))]}),
-                ),
-            ));
-        }
-        match args.get("type") {
-            Some(t) if t != skill.request_type() => {
-                return Some(ToolOutcome::error(
-                    ErrorCode::SchemaValidationFailed,
-                    &format!(
-                        "{} takes requests of type {}.",
-                        skill.tool_name(),
-                        skill.request_type()
-                    ),
-                    Some(
-                        json!({"errors": [field_error("/type", "const", "payload type does not match the tool",
-                        &format!("set \"type\" to \"{}\"", skill.request_type()))]}),
-                    ),
-                ))
-            }
-            _ => {}
-        }
-        if skill == Skill::LeadSubmit && args.get("consent").is_none() {
-            return Some(ToolOutcome::error(
-                ErrorCode::ContactConsentRequired,
-                "A lead needs the buyer's explicit contact consent; no lead was sent.",
-                Some(
-                    json!({"errors": [field_error("/consent", "required", "missing contact consent",
-                    "ask the buyer for consent and add consent {granted_at, allowed_channels, consent_text, scope: [\"lead_submission\"]}")]}),
-                ),
-            ));
-        }
-        if let Err(errors) = self.schemas.validate_request(skill, args) {
-            let (code, message) = classify(&errors);
-            return Some(ToolOutcome::error(
-                code,
-                message,
-                Some(json!({ "errors": errors })),
-            ));
-        }
-        if skill == Skill::LeadSubmit {
-            return check_consent(args);
-        }
-        None
+        check_arguments(&self.schemas, skill, args)
     }
 
     async fn check_quota(&self, skill: Skill, caller: &str) -> Option<ToolOutcome> {
@@ -346,6 +298,61 @@ impl Contract {
         }
         Ok(ToolOutcome::from_payload(payload))
     }
+}
+
+/// Schema and consent checks of tool arguments, without any state or
+/// backend; `Some` is the typed rejection. Public so the fuzz targets can
+/// drive it directly.
+pub fn check_arguments(schemas: &SchemaSet, skill: Skill, args: &Value) -> Option<ToolOutcome> {
+    if !args.is_object() {
+        return Some(ToolOutcome::error(
+            ErrorCode::SchemaValidationFailed,
+            "Tool arguments must be a JSON object (the typed AAP request).",
+            Some(
+                json!({"errors": [field_error("", "type", "arguments are not an object",
+                &format!("send an object with \"type\": \"{}\"", skill.request_type()))]}),
+            ),
+        ));
+    }
+    match args.get("type") {
+        Some(t) if t != skill.request_type() => {
+            return Some(ToolOutcome::error(
+                ErrorCode::SchemaValidationFailed,
+                &format!(
+                    "{} takes requests of type {}.",
+                    skill.tool_name(),
+                    skill.request_type()
+                ),
+                Some(
+                    json!({"errors": [field_error("/type", "const", "payload type does not match the tool",
+                    &format!("set \"type\" to \"{}\"", skill.request_type()))]}),
+                ),
+            ))
+        }
+        _ => {}
+    }
+    if skill == Skill::LeadSubmit && args.get("consent").is_none() {
+        return Some(ToolOutcome::error(
+            ErrorCode::ContactConsentRequired,
+            "A lead needs the buyer's explicit contact consent; no lead was sent.",
+            Some(
+                json!({"errors": [field_error("/consent", "required", "missing contact consent",
+                "ask the buyer for consent and add consent {granted_at, allowed_channels, consent_text, scope: [\"lead_submission\"]}")]}),
+            ),
+        ));
+    }
+    if let Err(errors) = schemas.validate_request(skill, args) {
+        let (code, message) = classify(&errors);
+        return Some(ToolOutcome::error(
+            code,
+            message,
+            Some(json!({ "errors": errors })),
+        ));
+    }
+    if skill == Skill::LeadSubmit {
+        return check_consent(args);
+    }
+    None
 }
 
 fn upstream_invalid(skill: Skill) -> ToolOutcome {
