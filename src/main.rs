@@ -10,6 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+// Every request allocates many small JSON nodes; glibc malloc spent about a
+// quarter of the full gateway's CPU under load (perf, benches/load.sh).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// AAP 3.0 MCP compatibility gateway.
 #[derive(Parser, Debug)]
 #[command(version, about)]
