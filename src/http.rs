@@ -67,7 +67,11 @@ impl HttpResponse {
     }
 
     pub fn json(status: u16, value: &serde_json::Value) -> Self {
-        let body = serde_json::to_vec(value).unwrap_or_default();
+        Self::json_bytes(status, serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    /// An `application/json` response from an already serialized body.
+    pub fn json_bytes(status: u16, body: Vec<u8>) -> Self {
         HttpResponse {
             status,
             headers: vec![("content-type".into(), "application/json".into())],
@@ -78,9 +82,15 @@ impl HttpResponse {
 
     /// A single-event `text/event-stream` response carrying one JSON-RPC message.
     pub fn sse(status: u16, value: &serde_json::Value) -> Self {
-        let mut body = String::from("event: message\ndata: ");
-        body.push_str(&serde_json::to_string(value).unwrap_or_default());
-        body.push_str("\n\n");
+        Self::sse_bytes(status, &serde_json::to_vec(value).unwrap_or_default())
+    }
+
+    /// [`HttpResponse::sse`] from an already serialized (single-line) message.
+    pub fn sse_bytes(status: u16, message: &[u8]) -> Self {
+        let mut body = Vec::with_capacity(message.len() + 24);
+        body.extend_from_slice(b"event: message\ndata: ");
+        body.extend_from_slice(message);
+        body.extend_from_slice(b"\n\n");
         HttpResponse {
             status,
             headers: vec![

@@ -1,10 +1,11 @@
 //! MCP Streamable HTTP: envelope, mirror headers, media, revisions,
-//! legacy sessions and the endpoint itself.
+//! legacy sessions, result shaping and the endpoint itself.
 
 pub mod headers;
 pub mod jsonrpc;
 pub mod media;
 pub mod relay;
+pub mod result;
 pub mod revision;
 pub mod server;
 pub mod session;

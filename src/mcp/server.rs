@@ -9,6 +9,7 @@
 use super::headers::{self, read_mirror_headers, MirrorHeaders};
 use super::jsonrpc::{self, code, result_body, Message, RpcError};
 use super::media::{self, ResponseMedia};
+use super::result::{tool_message, ToolResult};
 use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
 use crate::aap::contract::{Contract, ToolOutcome, UpstreamFault};
@@ -68,7 +69,8 @@ pub struct CallerCtx<'a> {
 
 struct Reply {
     status: u16,
-    body: Option<Value>,
+    /// The JSON-RPC message, already serialized.
+    body: Option<Vec<u8>>,
     headers: Vec<(String, String)>,
     /// A request-scoped SSE stream (already framed events).
     stream: Option<BodyStream>,
@@ -76,6 +78,9 @@ struct Reply {
 
 impl Reply {
     fn ok(body: Value) -> Self {
+        Reply::ok_bytes(serde_json::to_vec(&body).unwrap_or_default())
+    }
+    fn ok_bytes(body: Vec<u8>) -> Self {
         Reply {
             status: 200,
             body: Some(body),
@@ -96,6 +101,8 @@ impl Reply {
 /// What a method produced: a result, or a stream that ends with it.
 enum Answer {
     Result(Value),
+    /// A tools/call result, written once by [`tool_message`].
+    Tool(ToolResult),
     Stream(BodyStream),
 }
 
@@ -245,9 +252,11 @@ impl Endpoint {
                         r
                     }
                     (None, _) => HttpResponse::new(reply.status),
-                    (Some(body), ResponseMedia::Json) => HttpResponse::json(reply.status, &body),
+                    (Some(body), ResponseMedia::Json) => {
+                        HttpResponse::json_bytes(reply.status, body)
+                    }
                     (Some(body), ResponseMedia::EventStream) => {
-                        HttpResponse::sse(reply.status, &body)
+                        HttpResponse::sse_bytes(reply.status, &body)
                     }
                 };
                 resp.headers.extend(reply.headers);
@@ -334,6 +343,13 @@ impl Endpoint {
                     Answer::Result(result) => Ok(Reply::ok(result_body(
                         id,
                         finish(rev, result, &self.server_name),
+                    ))),
+                    Answer::Tool(result) => Ok(Reply::ok_bytes(tool_message(
+                        id,
+                        rev,
+                        &self.server_name,
+                        SERVER_VERSION,
+                        &result,
                     ))),
                     Answer::Stream(stream) => Ok(Reply {
                         stream: Some(stream),
@@ -597,7 +613,7 @@ impl Endpoint {
                 .contract
                 .execute(skill, arguments, caller.scope, &forward)
                 .await;
-            return tool_answer(done, ctx.rev, out).map(Answer::Result);
+            return tool_answer(done, ctx.rev, out).map(Answer::Tool);
         }
         // The upstream may send notifications before its result: run the
         // call in its own task and stream as soon as the first one arrives.
@@ -621,7 +637,7 @@ impl Endpoint {
                     early.push(ev);
                 }
                 if early.is_empty() {
-                    return tool_answer(done, ctx.rev, out).map(Answer::Result);
+                    return tool_answer(done, ctx.rev, out).map(Answer::Tool);
                 }
                 let last = self.final_event(tool_answer(done, ctx.rev, out), ctx);
                 let (btx, brx) = tokio::sync::mpsc::channel(early.len() + 1);
@@ -661,7 +677,7 @@ impl Endpoint {
     }
 
     /// The last SSE event of a streamed call.
-    fn final_event(&self, answer: Result<Value, RpcError>, ctx: &CallCtx<'_>) -> Bytes {
+    fn final_event(&self, answer: Result<ToolResult, RpcError>, ctx: &CallCtx<'_>) -> Bytes {
         StreamFinish {
             rev: ctx.rev,
             id: ctx.id.clone(),
@@ -679,20 +695,31 @@ struct StreamFinish {
 }
 
 impl StreamFinish {
-    fn event(&self, answer: Result<Value, RpcError>) -> Bytes {
-        let body = match answer {
-            Ok(result) => result_body(&self.id, finish(self.rev, result, &self.server_name)),
-            Err(e) => e.to_body(Some(&self.id)),
-        };
-        sse_event(&body)
+    fn event(&self, answer: Result<ToolResult, RpcError>) -> Bytes {
+        match answer {
+            Ok(result) => sse_frame(&tool_message(
+                &self.id,
+                self.rev,
+                &self.server_name,
+                SERVER_VERSION,
+                &result,
+            )),
+            Err(e) => sse_event(&e.to_body(Some(&self.id))),
+        }
     }
 }
 
 /// One SSE `message` event carrying a JSON-RPC message.
 fn sse_event(message: &Value) -> Bytes {
-    let mut s = String::from("event: message\ndata: ");
-    s.push_str(&serde_json::to_string(message).unwrap_or_default());
-    s.push_str("\n\n");
+    sse_frame(&serde_json::to_vec(message).unwrap_or_default())
+}
+
+/// Frame one serialized JSON-RPC message (single-line JSON) as an SSE event.
+fn sse_frame(message: &[u8]) -> Bytes {
+    let mut s = Vec::with_capacity(message.len() + 24);
+    s.extend_from_slice(b"event: message\ndata: ");
+    s.extend_from_slice(message);
+    s.extend_from_slice(b"\n\n");
     Bytes::from(s)
 }
 
@@ -709,14 +736,17 @@ fn tool_answer(
     done: Result<ToolOutcome, UpstreamFault>,
     rev: Revision,
     out: &mut Outcome,
-) -> Result<Value, RpcError> {
+) -> Result<ToolResult, RpcError> {
     let outcome = done.map_err(|fault| match fault {
         UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
         UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
         UpstreamFault::Protocol(e) => upstream_protocol_error(e, rev),
     })?;
     out.outcome = outcome.outcome;
-    Ok(tool_result(outcome.payload, outcome.is_error))
+    Ok(ToolResult {
+        payload: outcome.payload,
+        is_error: outcome.is_error,
+    })
 }
 
 /// An upstream MCP error keeps its code, message and data; the HTTP status
@@ -734,8 +764,9 @@ fn upstream_protocol_error(e: ProtocolError, rev: Revision) -> RpcError {
     err
 }
 
-/// A tools/call result: the payload in `structuredContent` and, serialized,
-/// in one text block, so both representations always agree.
+/// A tools/call result as a `Value`: the payload in `structuredContent` and,
+/// serialized, in one text block. Responses are written by
+/// [`tool_message`] instead; this is the reference it is tested against.
 pub fn tool_result(payload: Value, is_error: bool) -> Value {
     let text = serde_json::to_string(&payload).unwrap_or_default();
     json!({

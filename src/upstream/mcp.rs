@@ -29,7 +29,9 @@ use crate::mcp::revision::{
 };
 use async_trait::async_trait;
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -596,17 +598,89 @@ fn protocol_error(e: &Value) -> BackendError {
     })
 }
 
+/// The parts of a JSON tools/call answer the gateway reads. The text block
+/// stays raw: it repeats `structuredContent` and is parsed only when that is
+/// missing, which saves a second parse of every payload.
+#[derive(serde::Deserialize)]
+struct CallAnswer<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+    error: Option<Value>,
+    #[serde(borrow)]
+    result: Option<CallResult<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CallResult<'a> {
+    #[serde(rename = "resultType", borrow)]
+    result_type: Option<Cow<'a, str>>,
+    #[serde(rename = "structuredContent")]
+    structured_content: Option<Value>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+}
+
 /// The AAP payload of a tools/call answer.
 fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
     check_http(reply)?;
-    let msg = rpc_message(reply, id)?;
-    if let Some(e) = msg.get("error") {
+    if reply.content_type() == "text/event-stream" {
+        let mut msg = rpc_message(reply, id)?;
+        if let Some(e) = msg.get("error") {
+            return Err(protocol_error(e));
+        }
+        let Some(result) = msg.get_mut("result").filter(|r| r.is_object()) else {
+            return Err(no_result());
+        };
+        let result_type = result
+            .get("resultType")
+            .map(|t| t.as_str().unwrap_or("").to_owned());
+        let structured = result.get_mut("structuredContent").map(Value::take);
+        return tool_payload(result_type.as_deref(), structured, || {
+            Ok(result.get("content").cloned())
+        });
+    }
+    let answer: CallAnswer<'_> = serde_json::from_slice(&reply.body).map_err(|_| {
+        BackendError::InvalidResponse(format!(
+            "upstream answered HTTP {} with a body that is not a JSON-RPC tools/call response",
+            reply.status
+        ))
+    })?;
+    if answer.jsonrpc.as_deref() != Some("2.0") {
+        return Err(BackendError::InvalidResponse(
+            "upstream answer is not a JSON-RPC 2.0 message".into(),
+        ));
+    }
+    if let Some(e) = &answer.error {
         return Err(protocol_error(e));
     }
-    let result = msg
-        .get("result")
-        .ok_or_else(|| BackendError::InvalidResponse("JSON-RPC response without result".into()))?;
-    match result.get("resultType").and_then(Value::as_str) {
+    let result = answer.result.ok_or_else(no_result)?;
+    tool_payload(
+        result.result_type.as_deref(),
+        result.structured_content,
+        || {
+            result
+                .content
+                .map(|raw| serde_json::from_str::<Value>(raw.get()))
+                .transpose()
+                .map_err(|_| {
+                    BackendError::InvalidResponse("tool result content is not valid JSON".into())
+                })
+        },
+    )
+}
+
+fn no_result() -> BackendError {
+    BackendError::InvalidResponse("JSON-RPC response without result".into())
+}
+
+/// The payload from a tools/call result's parts: `structuredContent` when
+/// it is an object, else the first text block parsed as a JSON object.
+fn tool_payload(
+    result_type: Option<&str>,
+    structured: Option<Value>,
+    content: impl FnOnce() -> Result<Option<Value>, BackendError>,
+) -> Result<Value, BackendError> {
+    match result_type {
         None | Some("complete") => {}
         Some(other) => {
             return Err(BackendError::InvalidResponse(format!(
@@ -614,11 +688,12 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
             )))
         }
     }
-    if let Some(sc) = result.get("structuredContent").filter(|v| v.is_object()) {
-        return Ok(sc.clone());
+    if let Some(sc) = structured.filter(Value::is_object) {
+        return Ok(sc);
     }
-    let text = result
-        .get("content")
+    let content = content()?;
+    let text = content
+        .as_ref()
         .and_then(Value::as_array)
         .and_then(|c| {
             c.iter()
@@ -695,5 +770,68 @@ mod tests {
         assert_eq!(ev.len(), 1);
         assert!(find_in_sse(body, &json!("a")).is_some());
         assert!(find_in_sse(body, &json!("b")).is_none());
+    }
+
+    fn reply(content_type: &str, body: &str) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: Bytes::from(body.to_owned()),
+            peer: "127.0.0.1:9".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn tool_payload_from_json_and_sse_answers() {
+        let payload = json!({"type": "dealer.information.response", "n": 1});
+        let text = serde_json::to_string(&payload).unwrap();
+        let both = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": text}], "structuredContent": payload,
+            "resultType": "complete"}});
+        let text_only = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "image", "data": ""}, {"type": "text", "text": text}]}});
+        for msg in [&both, &text_only] {
+            let json_reply = reply("application/json", &msg.to_string());
+            assert_eq!(tool_result(&json_reply, &json!(1)).unwrap(), payload);
+            let sse = reply(
+                "text/event-stream",
+                &format!("event: message\ndata: {msg}\n\n"),
+            );
+            assert_eq!(tool_result(&sse, &json!(1)).unwrap(), payload);
+        }
+    }
+
+    #[test]
+    fn malformed_tool_answers_are_typed_errors() {
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad"}}"#,
+                "protocol",
+            ),
+            (r#"{"jsonrpc":"1.0","id":1,"result":{}}"#, "invalid"),
+            (r#"{"jsonrpc":"2.0","id":1}"#, "invalid"),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required"}}"#,
+                "invalid",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"[1]"}]}}"#,
+                "invalid",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":"x"}}"#,
+                "invalid",
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":"#, "invalid"),
+            ("not json", "invalid"),
+        ];
+        for (body, kind) in cases {
+            let got = tool_result(&reply("application/json", body), &json!(1));
+            match (kind, got) {
+                ("protocol", Err(BackendError::Protocol(e))) => assert_eq!(e.code, -32602),
+                ("invalid", Err(BackendError::InvalidResponse(_))) => {}
+                (_, other) => panic!("{body}: {other:?}"),
+            }
+        }
     }
 }

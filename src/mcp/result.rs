@@ -1,0 +1,182 @@
+//! Result shaping for `tools/call`, written straight to bytes.
+//!
+//! An AAP tool result carries its payload twice: as `structuredContent` and,
+//! serialized, as the one text block (so both always agree). Building that
+//! as a `serde_json::Value` and serializing the whole message would write
+//! the payload three times (text, object, then the text again, escaped).
+//! Here the payload is serialized once; the same text is the raw
+//! `structuredContent` and, escaped once, the text block.
+
+use super::revision::{Revision, META_SERVER_INFO};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// A finished tools/call outcome before it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    /// The AAP payload (a typed response or an `aap.error`).
+    pub payload: Value,
+    pub is_error: bool,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: Wire<'a>,
+}
+
+#[derive(Serialize)]
+struct Wire<'a> {
+    content: [TextBlock<'a>; 1],
+    #[serde(rename = "structuredContent")]
+    structured_content: &'a RawValue,
+    #[serde(rename = "isError")]
+    is_error: bool,
+    /// 2026-07-28 only: `"complete"` (no other result type is produced).
+    #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
+    result_type: Option<&'static str>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<ServerMeta<'a>>,
+}
+
+#[derive(Serialize)]
+struct TextBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+struct ServerMeta<'a> {
+    name: &'a str,
+    version: &'a str,
+}
+
+impl Serialize for ServerMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Info<'a> {
+            name: &'a str,
+            version: &'a str,
+        }
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry(
+            META_SERVER_INFO,
+            &Info {
+                name: self.name,
+                version: self.version,
+            },
+        )?;
+        m.end()
+    }
+}
+
+/// The whole JSON-RPC response for a tools/call: the same bytes as
+/// `result_body(id, finish(rev, tool_result(payload, is_error), server))`
+/// built through `Value`, for a fraction of the work.
+///
+/// ```
+/// use aap_gateway::mcp::result::{tool_message, ToolResult};
+/// use aap_gateway::mcp::revision::Revision;
+/// use serde_json::{json, Value};
+///
+/// let r = ToolResult { payload: json!({"type": "dealer.information.response"}), is_error: false };
+/// let bytes = tool_message(&json!(7), Revision::Modern, "aap-gateway", "1.0.0", &r);
+/// let v: Value = serde_json::from_slice(&bytes).unwrap();
+/// assert_eq!(v["result"]["structuredContent"], r.payload);
+/// assert_eq!(v["result"]["content"][0]["text"], r#"{"type":"dealer.information.response"}"#);
+/// assert_eq!(v["result"]["resultType"], "complete");
+/// ```
+pub fn tool_message(
+    id: &Value,
+    rev: Revision,
+    server_name: &str,
+    server_version: &str,
+    result: &ToolResult,
+) -> Vec<u8> {
+    // A `Value` always serializes (its keys are strings); should that ever
+    // change, answer with a JSON-RPC internal error instead of panicking.
+    let Ok(raw) = serde_json::value::to_raw_value(&result.payload) else {
+        return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the result could not be serialized"}}"#.to_vec();
+    };
+    let modern = rev == Revision::Modern;
+    let message = Message {
+        jsonrpc: "2.0",
+        id,
+        result: Wire {
+            content: [TextBlock {
+                kind: "text",
+                text: raw.get(),
+            }],
+            structured_content: &raw,
+            is_error: result.is_error,
+            result_type: modern.then_some("complete"),
+            meta: modern.then_some(ServerMeta {
+                name: server_name,
+                version: server_version,
+            }),
+        },
+    };
+    // Room for the payload twice (raw and escaped) plus the frame.
+    let mut out = Vec::with_capacity(raw.get().len() * 2 + 256);
+    if serde_json::to_writer(&mut out, &message).is_err() {
+        out.clear();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::jsonrpc::result_body;
+    use crate::mcp::server::{finish, tool_result};
+    use serde_json::json;
+
+    fn through_value(id: &Value, rev: Revision, r: &ToolResult) -> Vec<u8> {
+        let v = result_body(
+            id,
+            finish(rev, tool_result(r.payload.clone(), r.is_error), "gw"),
+        );
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn same_bytes_as_the_value_path_for_both_revisions() {
+        let payloads = [
+            json!({"type": "inventory.search.response", "data": {"vehicles": [{"vin": "1HGCM82633A004352", "price": 18999, "note": "quote \" and \\ and \u{e9} and \n"}], "total": 1}}),
+            json!({"type": "aap.error", "error": {"code": "NOT_FOUND", "message": "no such vehicle"}}),
+            json!({}),
+        ];
+        for id in [json!(1), json!("req-\"x\""), json!(-9007199254740991_i64)] {
+            for rev in [Revision::Modern, Revision::Legacy] {
+                for (i, p) in payloads.iter().enumerate() {
+                    let r = ToolResult {
+                        payload: p.clone(),
+                        is_error: i == 1,
+                    };
+                    let fast = tool_message(&id, rev, "gw", crate::mcp::server::SERVER_VERSION, &r);
+                    assert_eq!(
+                        String::from_utf8(fast).unwrap(),
+                        String::from_utf8(through_value(&id, rev, &r)).unwrap()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn legacy_results_carry_no_modern_fields() {
+        let r = ToolResult {
+            payload: json!({"type": "x"}),
+            is_error: false,
+        };
+        let v: Value =
+            serde_json::from_slice(&tool_message(&json!(1), Revision::Legacy, "gw", "1", &r))
+                .unwrap();
+        assert!(v["result"].get("resultType").is_none());
+        assert!(v["result"].get("_meta").is_none());
+        assert_eq!(v["result"]["isError"], false);
+    }
+}
