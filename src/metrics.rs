@@ -4,9 +4,11 @@
 //! outcome codes and statuses come from small closed sets.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -21,6 +23,7 @@ pub struct Metrics {
     pub config_generation: IntGauge,
     pub reloads: IntCounterVec,
     pub connections_closed: IntCounterVec,
+    pub upstream_up: IntGaugeVec,
 }
 
 const BUCKETS: [f64; 14] = [
@@ -57,7 +60,18 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     .unwrap_or_else(|e| panic!("metric: {e}"));
     r.register(Box::new(config_generation.clone()))
         .unwrap_or_else(|e| panic!("register: {e}"));
+    let upstream_up = IntGaugeVec::new(
+        Opts::new(
+            "aap_upstream_up",
+            "Upstream peer health: 1 reachable, 0 failing (health check or a refused connection)",
+        ),
+        &["peer"],
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    r.register(Box::new(upstream_up.clone()))
+        .unwrap_or_else(|e| panic!("register: {e}"));
     Metrics {
+        upstream_up,
         requests: counter(
             &r,
             "aap_requests_total",
@@ -131,6 +145,41 @@ pub fn connection_closed(reason: &'static str) {
         .connections_closed
         .with_label_values(&[reason])
         .inc();
+}
+
+/// How many live upstream clients use each peer, so a peer's gauge goes
+/// away only when the last configuration naming it is dropped (a reload
+/// builds the new clients before the old ones go).
+static PEER_USERS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
+
+/// A client starts using `peer`: it is presumed up until a check says not.
+pub fn peer_added(peer: &str) {
+    let mut users = PEER_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    let n = users.entry(peer.to_owned()).or_insert(0);
+    if *n == 0 {
+        METRICS.upstream_up.with_label_values(&[peer]).set(1);
+    }
+    *n += 1;
+}
+
+/// A client using `peer` was dropped (config reload or shutdown).
+pub fn peer_removed(peer: &str) {
+    let mut users = PEER_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = users.get_mut(peer) {
+        *n -= 1;
+        if *n == 0 {
+            users.remove(peer);
+            let _ = METRICS.upstream_up.remove_label_values(&[peer]);
+        }
+    }
+}
+
+/// A health transition of `peer`.
+pub fn peer_health(peer: &str, up: bool) {
+    METRICS
+        .upstream_up
+        .with_label_values(&[peer])
+        .set(i64::from(up));
 }
 
 /// The text exposition of every metric.

@@ -220,6 +220,14 @@ fn reads_route_around_a_killed_peer() {
         let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
         assert!(!err, "{sc}");
     }
+    let up = |port: u16| {
+        let m = request(gw.admin, "GET", "/metrics", &[], b"").text();
+        let series = format!("aap_upstream_up{{peer=\"127.0.0.1:{port}\"}} ");
+        m.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {series} in {m}"))
+    };
+    assert_eq!((up(a.port), up(b.port)), ("1".into(), "1".into()));
     b.kill();
     for i in 0..8 {
         let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
@@ -241,6 +249,7 @@ fn reads_route_around_a_killed_peer() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     assert!(seen, "health check marked the killed peer: {}", gw.logs());
+    assert_eq!((up(a.port), up(b.port)), ("1".into(), "0".into()));
 }
 
 #[test]

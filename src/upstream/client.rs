@@ -39,12 +39,14 @@ const FAIL_COOL_DOWN: Duration = Duration::from_secs(3);
 /// `group_key` of write peers: their connections never share the read pool.
 const WRITE_GROUP: u64 = 0x6c65_6164;
 
-/// Logs health transitions reported by the load balancer's health check.
+/// Logs health transitions reported by the load balancer's health check
+/// and sets the `aap_upstream_up` gauge.
 struct HealthLog;
 
 #[async_trait::async_trait]
 impl pingora::lb::health_check::HealthObserve for HealthLog {
     async fn observe(&self, target: &pingora::lb::Backend, healthy: bool) {
+        crate::metrics::peer_health(&target.addr.to_string(), healthy);
         if healthy {
             tracing::info!(peer = %target.addr, healthy, "upstream peer health changed");
         } else {
@@ -190,6 +192,9 @@ impl std::fmt::Debug for Client {
 impl Drop for Client {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
+        for p in &self.cfg.peers {
+            crate::metrics::peer_removed(&p.addr.to_string());
+        }
     }
 }
 
@@ -214,6 +219,9 @@ impl Client {
             .map(|(i, p)| (p.addr, i))
             .collect();
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        for p in &cfg.peers {
+            crate::metrics::peer_added(&p.addr.to_string());
+        }
         Ok(Client {
             cfg,
             connector: Connector::new(None),
@@ -245,15 +253,13 @@ impl Client {
     }
 
     fn cooling(&self, addr: &SocketAddr) -> bool {
-        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        match f.get(addr) {
-            Some(t) if t.elapsed() < FAIL_COOL_DOWN => true,
-            Some(_) => {
-                f.remove(addr);
-                false
-            }
-            None => false,
-        }
+        // An expired entry stays until a call succeeds (`mark_ok`), which
+        // also turns the peer's gauge back to up.
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(addr)
+            .is_some_and(|t| t.elapsed() < FAIL_COOL_DOWN)
     }
 
     fn mark_failed(&self, addr: SocketAddr) {
@@ -261,13 +267,19 @@ impl Client {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(addr, Instant::now());
+        crate::metrics::peer_health(&addr.to_string(), false);
     }
 
     fn mark_ok(&self, addr: &SocketAddr) {
-        self.failed
+        let was_failing = self
+            .failed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(addr);
+            .remove(addr)
+            .is_some();
+        if was_failing {
+            crate::metrics::peer_health(&addr.to_string(), true);
+        }
     }
 
     /// The next peer to try: healthy and not cooling first, then any peer not
