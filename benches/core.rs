@@ -6,8 +6,10 @@ use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
 use aap_gateway::mcp::headers::read_mirror_headers;
 use aap_gateway::mcp::jsonrpc::parse_message;
+use aap_gateway::mcp::jsonrpc::result_body;
+use aap_gateway::mcp::result::{tool_message, ToolResult};
 use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
-use aap_gateway::mcp::server::{finish, tool_result};
+use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;
@@ -57,16 +59,35 @@ fn benches(c: &mut Criterion) {
     c.bench_function("result validation (search, 20 vehicles)", |b| {
         b.iter(|| schemas.validate_result(Skill::InventorySearch, black_box(&payload)))
     });
+    // Baseline: the tools/call response built as a `Value` and serialized
+    // (the payload is written three times); the gateway writes it with
+    // `tool_message` (once, plus one escaped copy for the text block).
+    let id = json!("search-1");
     c.bench_function(
-        "result shaping + serialization (search, 20 vehicles)",
+        "result shaping + serialization via Value (baseline, search, 20 vehicles)",
         |b| {
             b.iter(|| {
-                let r = finish(
-                    Revision::Modern,
-                    tool_result(black_box(payload.clone()), false),
-                    "aap-gateway",
+                let r = result_body(
+                    &id,
+                    finish(
+                        Revision::Modern,
+                        tool_result(black_box(payload.clone()), false),
+                        "aap-gateway",
+                    ),
                 );
                 serde_json::to_vec(&r).expect("serializes")
+            })
+        },
+    );
+    c.bench_function(
+        "result shaping + serialization, tool_message (search, 20 vehicles)",
+        |b| {
+            b.iter(|| {
+                let r = ToolResult {
+                    payload: black_box(payload.clone()),
+                    is_error: false,
+                };
+                tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
             })
         },
     );

@@ -4,7 +4,8 @@
 #   passthrough  wrk -> bare Pingora proxy (aap-gateway passthrough) -> upstream
 #   full         wrk -> full gateway (kind = "mcp" backend)            -> upstream
 # for a search tools/call with every mirror header omitted, and for server/discover.
-# Prints requests/s, p50, p99 and the full/passthrough ratios.
+# Prints requests/s, p50, p99, CPU time per request of each process and the
+# full/passthrough ratios; every figure is the median of ROUNDS=3 interleaved runs.
 #   bash benches/load.sh [DURATION_SECONDS=10] [CONNECTIONS=64]
 #   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
 #                                   # every SOAK_EVERY=5 s (first/last/max printed)
@@ -55,34 +56,61 @@ print('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwr
 PY
 }
 lua "$SEARCH" search; lua "$DISCOVER" discover
-run() { # target port, script -> "rps p50 p99"
+ticks() { [ -n "$1" ] && awk '{print $14 + $15}' /proc/$1/stat || echo 0; }  # utime+stime, 1/CLK_TCK s
+HZ=$(getconf CLK_TCK)
+run() { # target port, script, proxy pid (empty for direct) -> "rps p50 p99 non2xx upstream_us proxy_us"
+  local u0 g0 u1 g1
+  u0=$(ticks "${PIDS[0]}"); g0=$(ticks "$3")
   wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s "$WORK/$2.lua" "http://127.0.0.1:$1$P" > "$WORK/out" 2>&1
-  python3 - "$WORK/out" <<'PY'
+  u1=$(ticks "${PIDS[0]}"); g1=$(ticks "$3")
+  python3 - "$WORK/out" "$((u1 - u0))" "$((g1 - g0))" "$HZ" <<'PY'
 import sys, re
 t = open(sys.argv[1]).read()
+up_ticks, gw_ticks, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def ms(label):
     m = re.search(r'^\s*' + label + r'\s+([\d.]+)(us|ms|s)\s*$', t, re.M)
     if not m: return float('nan')
     v, u = float(m.group(1)), m.group(2)
     return v / 1000 if u == 'us' else v * 1000 if u == 's' else v
 rps = float(re.search(r'Requests/sec:\s+([\d.]+)', t).group(1))
+n = int(re.search(r'(\d+) requests in', t).group(1))
 errs = re.search(r'Non-2xx or 3xx responses: (\d+)', t)
-print(f"{rps:.0f} {ms('50%'):.2f} {ms('99%'):.2f} {errs.group(1) if errs else 0}")
+us = lambda ticks: ticks * 1e6 / hz / max(n, 1)
+print(f"{rps:.0f} {ms('50%'):.2f} {ms('99%'):.2f} {errs.group(1) if errs else 0} {us(up_ticks):.0f} {us(gw_ticks):.0f}")
 PY
 }
 SOAK=${SOAK:-0}
-printf '\n%-10s %-12s %10s %9s %9s %6s\n' workload target req/s p50_ms p99_ms non2xx
+# cpu_us columns: CPU time (user + system) per request of the upstream and of the
+# proxy in front of it (none for direct), from /proc/PID/stat over the run. They
+# do not depend on how the 2 cores are shared, unlike req/s and latency.
+printf '\n%-10s %-12s %10s %9s %9s %6s %9s %9s\n' workload target req/s p50_ms p99_ms non2xx up_cpu_us gw_cpu_us
+ROUNDS=${ROUNDS:-3}
+median() { python3 -c "import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 for w in search discover; do
   declare -A R
-  for t in direct passthrough full; do
-    case $t in direct) p=$UP;; passthrough) p=$PT;; full) p=$FULL;; esac
-    read -r rps p50 p99 bad < <(run $p $w)
-    R[$t]="$rps $p50 $p99"
-    printf '%-10s %-12s %10s %9s %9s %6s\n' "$w" "$t" "$rps" "$p50" "$p99" "$bad"
+  # Legs run interleaved, ROUNDS times; each column is the median over the rounds,
+  # so a neighbour's burst of CPU use skews one round, not the table.
+  declare -A ALL
+  for round in $(seq "$ROUNDS"); do
+    for t in direct passthrough full; do
+      case $t in direct) p=$UP; g="";; passthrough) p=$PT; g=${PIDS[1]};; full) p=$FULL; g=${PIDS[2]};; esac
+      ALL[$t]+="$(run $p $w "$g")"$'\n'
+    done
   done
-  read -r prps pp50 pp99 <<< "${R[passthrough]}"; read -r frps fp50 fp99 <<< "${R[full]}"
-  python3 -c "print(f'{\"$w\":<10} full/passthrough throughput {${frps}/${prps}:.2f}, added p99 {${fp99}-${pp99}:+.2f} ms')"
-  unset R
+  for t in direct passthrough full; do
+    cols=()
+    for c in 1 2 3 4 5 6; do
+      cols+=("$(median $(printf '%s' "${ALL[$t]}" | awk -v c=$c 'NF {print $c}'))")
+    done
+    printf -v rps '%.0f' "${cols[0]}"; printf -v bad '%.0f' "${cols[3]}"
+    printf -v upus '%.0f' "${cols[4]}"; printf -v gwus '%.0f' "${cols[5]}"
+    R[$t]="$rps ${cols[1]} ${cols[2]} $gwus"
+    [ "$t" != direct ] || gwus="-"
+    printf '%-10s %-12s %10s %9.2f %9.2f %6s %9s %9s\n' "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus"
+  done
+  read -r prps pp50 pp99 pus <<< "${R[passthrough]}"; read -r frps fp50 fp99 fus <<< "${R[full]}"
+  python3 -c "print(f'{\"$w\":<10} full/passthrough throughput {${frps}/${prps}:.2f}, added p99 {${fp99}-${pp99}:+.2f} ms, proxy CPU per request {${fus}/max(${pus},1):.2f}x ({${fus}-${pus}:+.0f} us)')"
+  unset R ALL
 done
 if [ "$SOAK" -gt 0 ]; then
   FPID=${PIDS[2]}
