@@ -38,6 +38,11 @@ pub struct ServerConfig {
     /// Terminate TLS (rustls) on `listen`. Absent: plaintext HTTP.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// Write buffer of each client connection on `listen`, in bytes. A
+    /// response whose head and body fit goes out in one write (one TCP
+    /// segment burst) instead of two.
+    #[serde(default = "default_write_buffer_bytes")]
+    pub write_buffer_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -361,6 +366,13 @@ impl Default for QuotaConfig {
     }
 }
 
+/// Large enough for a search page of 20 vehicles (head and body, ~13 KB).
+pub const DEFAULT_WRITE_BUFFER_BYTES: usize = 16_384;
+
+fn default_write_buffer_bytes() -> usize {
+    DEFAULT_WRITE_BUFFER_BYTES
+}
+
 fn default_threads() -> usize {
     2
 }
@@ -454,6 +466,9 @@ impl Config {
         }
         if self.server.threads == 0 || self.server.threads > 256 {
             return Err("server.threads: must be between 1 and 256".into());
+        }
+        if !(1_460..=1_048_576).contains(&self.server.write_buffer_bytes) {
+            return Err("server.write_buffer_bytes: must be between 1460 and 1048576".into());
         }
         let l = &self.limits;
         if l.max_body_bytes == 0 || l.max_body_bytes > 16 * 1024 * 1024 {
@@ -720,6 +735,27 @@ mod tests {
             parse("[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\ntypo = 1\n")
                 .unwrap_err();
         assert!(e.to_string().contains("typo"), "{e}");
+    }
+
+    #[test]
+    fn write_buffer_defaults_and_bounds() {
+        let shipped = include_str!("../gateway.toml");
+        let line = "write_buffer_bytes = 16384\n";
+        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway.toml");
+        let parse = |text: &str| Config::parse(text, &at);
+        assert!(shipped.contains(line), "gateway.toml documents the option");
+        let cfg = parse(&shipped.replace(line, "")).expect("defaults");
+        assert_eq!(cfg.server.write_buffer_bytes, DEFAULT_WRITE_BUFFER_BYTES);
+        let cfg = parse(&shipped.replace(line, "write_buffer_bytes = 65536\n")).expect("in range");
+        assert_eq!(cfg.server.write_buffer_bytes, 65_536);
+        for bad in [0, 1459, 1_048_577] {
+            let text = shipped.replace(line, &format!("write_buffer_bytes = {bad}\n"));
+            let e = parse(&text).unwrap_err();
+            assert!(
+                e.to_string().contains("server.write_buffer_bytes"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use aap_gateway::proxy::{Admin, Ingress};
 use aap_gateway::tls::CertStore;
 use clap::{Parser, Subcommand};
 use pingora::listeners::tls::TlsSettings;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 use std::path::PathBuf;
@@ -159,7 +160,7 @@ fn main() -> ExitCode {
             }
         },
         Some(Command::Passthrough { upstream }) => {
-            passthrough(&cfg.server.listen, upstream, cfg.server.threads)
+            passthrough(&cfg.server.listen, upstream, &cfg.server)
         }
         None | Some(Command::Run) => run(cfg, &cli),
     }
@@ -171,6 +172,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
     let threads = cfg.server.threads;
+    let cfg_server = cfg.server.clone();
     let tls = cfg.server.tls.as_ref().map(|t| {
         (
             cfg.resolve(&t.cert_file).display().to_string(),
@@ -252,9 +254,9 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
                 }
             };
             settings.set_cert_resolver(store.clone());
-            ingress.add_tls_with_settings(&listen, None, settings);
+            ingress.add_listener(client_listener(&listen, &cfg_server).tls(settings));
         }
-        _ => ingress.add_tcp(&listen),
+        _ => ingress.add_listener(client_listener(&listen, &cfg_server)),
     }
     let mut admin = http_proxy_service(
         &server.configuration,
@@ -307,9 +309,16 @@ fn reload_on_sighup(gateway: Arc<Gateway>, certs: Option<Arc<CertStore>>) {
     }
 }
 
-fn passthrough(listen: &str, upstream: &str, threads: usize) -> ExitCode {
+/// The client-facing listener on `addr` with the configured write buffer.
+fn client_listener(addr: &str, server: &aap_gateway::config::ServerConfig) -> ListenerConfig {
+    ListenerConfig::tcp(addr)
+        .l4_buffer(L4BufferSettings::default().write(server.write_buffer_bytes))
+}
+
+/// The load script's baseline: same build, same listener settings, no MCP work.
+fn passthrough(listen: &str, upstream: &str, cfg: &aap_gateway::config::ServerConfig) -> ExitCode {
     let conf = ServerConf {
-        threads,
+        threads: cfg.threads,
         ..Default::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
@@ -320,7 +329,7 @@ fn passthrough(listen: &str, upstream: &str, threads: usize) -> ExitCode {
             upstream: upstream.to_owned(),
         },
     );
-    svc.add_tcp(listen);
+    svc.add_listener(client_listener(listen, cfg));
     server.add_service(svc);
     server.run_forever()
 }
