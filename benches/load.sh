@@ -7,6 +7,10 @@
 # Prints requests/s, p50, p99, CPU time per request of each process and the
 # full/passthrough ratios; every figure is the median of ROUNDS=3 interleaved runs.
 #   bash benches/load.sh [DURATION_SECONDS=10] [CONNECTIONS=64]
+# Then the search call once more at a fixed offered load below saturation (RATE=1000 req/s
+# in all, spread over the same CONNECTIONS, exponential gaps between a connection's requests),
+# so the latency columns show what each hop adds rather than how long the queue is.
+#   RATE=0 bash benches/load.sh     # skip the paced comparison
 #   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
 #                                   # every SOAK_EVERY=5 s (first/last/max printed)
 set -euo pipefail
@@ -56,6 +60,18 @@ print('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwr
 PY
 }
 lua "$SEARCH" search; lua "$DISCOVER" discover
+RATE=${RATE:-1000}
+if [ "$RATE" -gt 0 ]; then
+  # wrk's delay() hook: milliseconds a connection waits before its next request. Each of
+  # the CONN connections sends about RATE/CONN requests a second, with exponential gaps
+  # (a Poisson stream), seeded per wrk thread.
+  { cat "$WORK/search.lua"; cat <<LUA
+local mean_ms = $CONN * 1000 / $RATE
+function init(args) math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16)) end
+function delay() return math.floor(-math.log(1 - math.random()) * mean_ms) end
+LUA
+  } > "$WORK/paced.lua"
+fi
 ticks() { [ -n "$1" ] && awk '{print $14 + $15}' /proc/$1/stat || echo 0; }  # utime+stime, 1/CLK_TCK s
 HZ=$(getconf CLK_TCK)
 run() { # target port, script, proxy pid (empty for direct) -> "rps p50 p99 non2xx upstream_us proxy_us"
@@ -86,7 +102,8 @@ SOAK=${SOAK:-0}
 printf '\n%-10s %-12s %10s %9s %9s %6s %9s %9s\n' workload target req/s p50_ms p99_ms non2xx up_cpu_us gw_cpu_us
 ROUNDS=${ROUNDS:-3}
 median() { python3 -c "import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
-for w in search discover; do
+WORKLOADS="search discover"; [ "$RATE" -gt 0 ] && WORKLOADS+=" paced"
+for w in $WORKLOADS; do
   declare -A R
   # Legs run interleaved, ROUNDS times; each column is the median over the rounds,
   # so a neighbour's burst of CPU use skews one round, not the table.
@@ -109,6 +126,10 @@ for w in search discover; do
     printf '%-10s %-12s %10s %9.2f %9.2f %6s %9s %9s\n' "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus"
   done
   read -r prps pp50 pp99 pus <<< "${R[passthrough]}"; read -r frps fp50 fp99 fus <<< "${R[full]}"
+  if [ "$w" = paced ]; then
+    python3 -c "print(f'paced      search at an offered {$RATE} req/s: added p50 {${fp50}-${pp50}:+.2f} ms, added p99 {${fp99}-${pp99}:+.2f} ms (full vs passthrough), proxy CPU per request {${fus}/max(${pus},1):.2f}x')"
+    unset R ALL; continue
+  fi
   python3 -c "print(f'{\"$w\":<10} full/passthrough throughput {${frps}/${prps}:.2f}, added p99 {${fp99}-${pp99}:+.2f} ms, proxy CPU per request {${fus}/max(${pus},1):.2f}x ({${fus}-${pus}:+.0f} us)')"
   unset R ALL
 done
