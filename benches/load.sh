@@ -2,7 +2,10 @@
 # Load comparison on loopback, one run, same build (see README "Performance"):
 #   direct       wrk -> upstream (an aap-gateway serving the embedded dealer)
 #   passthrough  wrk -> bare Pingora proxy (aap-gateway passthrough) -> upstream
-#   full         wrk -> full gateway (kind = "mcp" backend)            -> upstream
+#   relay        wrk -> gateway, kind = "relay" tenant (admission and mirror-header
+#                       normalization only, the AAP contract not applied) -> upstream
+#   full         wrk -> full gateway (kind = "mcp" backend: arguments and result
+#                       validated, the answer re-encoded)                 -> upstream
 # for a search tools/call with every mirror header omitted, and for server/discover.
 # Prints requests/s, p50, p99, CPU time per request of each process and the
 # full/passthrough ratios; every figure is the median of ROUNDS=3 interleaved runs.
@@ -27,19 +30,22 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
-UP=$(port); UPA=$(port); PT=$(port); FULL=$(port); FULLA=$(port)
+UP=$(port); UPA=$(port); PT=$(port); FULL=$(port); FULLA=$(port); RELAY=$(port)
 P=/aap/3.0.0/demo-toyota/mcp
 # Generous quotas and no per-request limits: this measures the data path.
 sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$WORK/upstream.toml"
 "$BIN" --config "$WORK/upstream.toml" --listen 127.0.0.1:$UP --admin-listen 127.0.0.1:$UPA --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
 "$BIN" --config "$WORK/upstream.toml" --listen 127.0.0.1:$PT --admin-listen 127.0.0.1:$(port) --state-dir "$WORK/pt" passthrough --upstream 127.0.0.1:$UP 2>/dev/null & PIDS+=($!)
-python3 - "$WORK/upstream.toml" "$WORK/full.toml" "$UP" "$P" <<'PY'
-import sys, re
-src, dst, up, path = sys.argv[1:]
+# The same tenant with its backend swapped: an AAP contract over an MCP upstream (full)
+# and a transparent relay to the same upstream (relay).
+python3 - "$WORK/upstream.toml" "$WORK" "$UP" "$P" <<'PY'
+import sys
+src, out, up, path = sys.argv[1:]
 s = open(src).read()
 start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
-backend = f'[tenants.backend]\nkind = "mcp"\npeers = ["http://127.0.0.1:{up}"]\npath = "{path}"\nrevision = "2026-07-28"\n\n'
-open(dst, "w").write(s[:start] + backend + s[end:])
+peer = f'peers = ["http://127.0.0.1:{up}"]\npath = "{path}"\n'
+for name, kind in (("full", 'kind = "mcp"\n' + peer + 'revision = "2026-07-28"\n'), ("relay", 'kind = "relay"\n' + peer)):
+    open(f"{out}/{name}.toml", "w").write(s[:start] + "[tenants.backend]\n" + kind + "\n" + s[end:])
 PY
 FULL_OK=1
 if "$BIN" check --config "$WORK/full.toml" >/dev/null 2>&1; then
@@ -48,7 +54,8 @@ else
   FULL_OK=0; echo "note: this build has no kind = \"mcp\" backend; the full leg uses the embedded dealer directly" >&2
   "$BIN" --config "$WORK/upstream.toml" --listen 127.0.0.1:$FULL --admin-listen 127.0.0.1:$FULLA --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
 fi
-for p in $UP $PT $FULL; do wait_port $p; done
+"$BIN" --config "$WORK/relay.toml" --listen 127.0.0.1:$RELAY --admin-listen 127.0.0.1:$(port) --state-dir "$WORK/relay" 2>/dev/null & PIDS+=($!)
+for p in $UP $PT $FULL $RELAY; do wait_port $p; done
 START_RSS=$(awk '/VmRSS/{print $2}' /proc/${PIDS[2]}/status)
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 SEARCH="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{$META,\"name\":\"aap_inventory_search\",\"arguments\":{\"type\":\"inventory.search.request\",\"filters\":{\"make\":[\"Toyota\"],\"status\":[\"available\"]},\"pagination\":{\"limit\":5},\"sort\":{\"field\":\"price\",\"order\":\"asc\"}}}}"
@@ -109,12 +116,12 @@ for w in $WORKLOADS; do
   # so a neighbour's burst of CPU use skews one round, not the table.
   declare -A ALL
   for round in $(seq "$ROUNDS"); do
-    for t in direct passthrough full; do
-      case $t in direct) p=$UP; g="";; passthrough) p=$PT; g=${PIDS[1]};; full) p=$FULL; g=${PIDS[2]};; esac
+    for t in direct passthrough relay full; do
+      case $t in direct) p=$UP; g="";; passthrough) p=$PT; g=${PIDS[1]};; full) p=$FULL; g=${PIDS[2]};; relay) p=$RELAY; g=${PIDS[3]};; esac
       ALL[$t]+="$(run $p $w "$g")"$'\n'
     done
   done
-  for t in direct passthrough full; do
+  for t in direct passthrough relay full; do
     cols=()
     for c in 1 2 3 4 5 6; do
       cols+=("$(median $(printf '%s' "${ALL[$t]}" | awk -v c=$c 'NF {print $c}'))")
@@ -125,12 +132,15 @@ for w in $WORKLOADS; do
     [ "$t" != direct ] || gwus="-"
     printf '%-10s %-12s %10s %9.2f %9.2f %6s %9s %9s\n' "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus"
   done
-  read -r prps pp50 pp99 pus <<< "${R[passthrough]}"; read -r frps fp50 fp99 fus <<< "${R[full]}"
-  if [ "$w" = paced ]; then
-    python3 -c "print(f'paced      search at an offered {$RATE} req/s: added p50 {${fp50}-${pp50}:+.2f} ms, added p99 {${fp99}-${pp99}:+.2f} ms (full vs passthrough), proxy CPU per request {${fus}/max(${pus},1):.2f}x')"
-    unset R ALL; continue
-  fi
-  python3 -c "print(f'{\"$w\":<10} full/passthrough throughput {${frps}/${prps}:.2f}, added p99 {${fp99}-${pp99}:+.2f} ms, proxy CPU per request {${fus}/max(${pus},1):.2f}x ({${fus}-${pus}:+.0f} us)')"
+  read -r prps pp50 pp99 pus <<< "${R[passthrough]}"
+  for t in relay full; do
+    read -r frps fp50 fp99 fus <<< "${R[$t]}"
+    if [ "$w" = paced ]; then
+      python3 -c "print(f'paced      search at an offered {$RATE} req/s, $t vs passthrough: added p50 {${fp50}-${pp50}:+.2f} ms, added p99 {${fp99}-${pp99}:+.2f} ms, proxy CPU per request {${fus}/max(${pus},1):.2f}x')"
+    else
+      python3 -c "print(f'{\"$w\":<10} $t/passthrough throughput {${frps}/${prps}:.2f}, added p99 {${fp99}-${pp99}:+.2f} ms, proxy CPU per request {${fus}/max(${pus},1):.2f}x ({${fus}-${pus}:+.0f} us)')"
+    fi
+  done
   unset R ALL
 done
 if [ "$SOAK" -gt 0 ]; then
