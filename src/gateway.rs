@@ -463,24 +463,20 @@ impl Gateway {
             resp.status,
             started.elapsed().as_secs_f64(),
         );
-        // Plain `&str` fields are recorded as they are; `%` would format
-        // each one into a fresh `String` first.
-        tracing::info!(
-            target: "access",
-            correlation_id = correlation.as_str(),
-            tenant = tenant.unwrap_or("-"),
-            binding = "mcp",
-            mcp_revision = out.revision.unwrap_or("-"),
-            aap_version = AAP_RELEASE,
-            http_method = req.method.as_str(),
-            rpc_method = out.method.as_deref().unwrap_or("-"),
-            skill = out.skill.unwrap_or("-"),
-            outcome = out.outcome.as_str(),
-            status = resp.status,
-            filled = ?out.filled,
-            latency_us = started.elapsed().as_micros() as u64,
-            "request"
-        );
+        crate::access::log(&crate::access::AccessRecord {
+            correlation_id: &correlation,
+            tenant: tenant.unwrap_or("-"),
+            binding: "mcp",
+            mcp_revision: out.revision.unwrap_or("-"),
+            aap_version: AAP_RELEASE,
+            http_method: &req.method,
+            rpc_method: out.method.as_deref().unwrap_or("-"),
+            skill: out.skill.unwrap_or("-"),
+            outcome: &out.outcome,
+            status: resp.status,
+            filled: &out.filled,
+            latency_us: started.elapsed().as_micros() as u64,
+        });
         resp
     }
 

@@ -3,9 +3,11 @@
 //! Layout: `mcp` (JSON-RPC, headers, revisions, the endpoint), `aap`
 //! (skills, schemas, catalog, the shared contract), `upstream` (backends),
 //! `state` (idempotency and limits), `config`, `gateway` (runtime and
-//! routing) and `proxy` (the only module that knows Pingora).
+//! routing), `access` (the per-request log line) and `proxy` (the only
+//! module that knows Pingora).
 
 pub mod aap;
+pub mod access;
 pub mod auth;
 pub mod config;
 pub mod gateway;

@@ -99,3 +99,24 @@ fn traceparent_becomes_the_correlation_id() {
     );
     assert_eq!(r.header("x-correlation-id").unwrap().len(), 32);
 }
+
+#[test]
+fn aap_log_filters_the_access_line_like_any_other_target() {
+    let access_lines = |logs: &str| {
+        logs.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["target"] == "access")
+            .count()
+    };
+    for (filter, expected) in [("info", 1), ("info,access=off", 0), ("warn", 0)] {
+        let state = temp_dir("logfilter");
+        let config = state.join("gateway.toml");
+        std::fs::write(&config, config_with("", "", "")).unwrap();
+        let gw = Gateway::launch_with_env(config, state, &[], &[("AAP_LOG", filter)]);
+        let r = gw.rpc(&[], &modern("tools/list", json!({})));
+        assert_eq!(r.status, 200, "{}", r.text());
+        // The line is written before the answer leaves.
+        let logs = gw.logs();
+        assert_eq!(access_lines(&logs), expected, "AAP_LOG={filter}:\n{logs}");
+    }
+}

@@ -107,6 +107,16 @@ impl Gateway {
 
     /// Like [`Gateway::launch`], with extra command-line arguments.
     pub fn launch_with_args(config: PathBuf, state: PathBuf, extra: &[&str]) -> Gateway {
+        Self::launch_with_env(config, state, extra, &[])
+    }
+
+    /// Like [`Gateway::launch_with_args`], with extra environment variables.
+    pub fn launch_with_env(
+        config: PathBuf,
+        state: PathBuf,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let port = free_port();
         let admin = free_port();
         let log = state.join(format!("gateway-{port}.log"));
@@ -120,6 +130,7 @@ impl Gateway {
             .arg("--state-dir")
             .arg(&state)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
