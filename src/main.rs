@@ -1,6 +1,6 @@
 use aap_gateway::config::Config;
 use aap_gateway::gateway::{Gateway, Runtime};
-use aap_gateway::proxy::{Admin, Ingress};
+use aap_gateway::proxy::{Admin, Ingress, IngressProbe};
 use aap_gateway::tls::CertStore;
 use clap::{Parser, Subcommand};
 use pingora::listeners::tls::TlsSettings;
@@ -233,6 +233,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     };
     let mut server = Server::new_with_opt_and_conf(opt, conf);
     server.bootstrap();
+    exit_if_a_listener_cannot_bind();
     // The ingress answers every request itself (forwarding happens in the
     // backends), so it is a plain HTTP app rather than a proxy service.
     let mut ingress = pingora::services::listening::Service::new(
@@ -263,6 +264,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         Admin {
             gateway: gateway.clone(),
             tls: certs,
+            ingress: IngressProbe::new(&listen),
         },
     );
     admin.add_tcp(&admin_listen);
@@ -270,6 +272,29 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     server.add_service(admin);
     tracing::info!(listen = %listen, admin_listen = %admin_listen, "aap-gateway started");
     server.run_forever()
+}
+
+/// Pingora binds each service's listeners on that service's own thread and
+/// panics there if the bind fails ("Failed to build listeners"), leaving the
+/// rest of the process running with a dead port. A gateway that cannot open
+/// its port should say so and stop, so a supervisor sees the failure.
+fn exit_if_a_listener_cannot_bind() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("Failed to build listeners") {
+            eprintln!(
+                "aap-gateway: cannot open a listener (server.listen / server.admin_listen): {msg}"
+            );
+            std::process::exit(1);
+        }
+        default_hook(info);
+    }));
 }
 
 /// SIGHUP re-reads the configuration and the TLS files (like `POST /reload`

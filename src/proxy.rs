@@ -24,6 +24,61 @@ pub struct Admin {
     pub gateway: Arc<Gateway>,
     /// The TLS certificate of the ingress, re-read on `POST /reload`.
     pub tls: Option<Arc<crate::tls::CertStore>>,
+    /// Whether the ingress listener accepts connections yet (`/readyz`).
+    pub ingress: IngressProbe,
+}
+
+/// Answers "does the ingress listener accept connections?" for `/readyz`.
+///
+/// Pingora starts every service on its own runtime and binds the listeners
+/// inside it, so the admin listener can be serving before the ingress socket
+/// exists (or after its bind failed). A load balancer that trusted an
+/// unconditional 200 would send traffic to a closed port; the probe connects
+/// to the ingress address once per `/readyz` until that succeeds, then
+/// remembers it.
+pub struct IngressProbe {
+    target: String,
+    up: std::sync::atomic::AtomicBool,
+}
+
+impl IngressProbe {
+    /// `listen` is the ingress `host:port`; a wildcard address is probed on
+    /// the loopback of the same family.
+    pub fn new(listen: &str) -> IngressProbe {
+        let target = match listen.parse::<std::net::SocketAddr>() {
+            Ok(mut addr) if addr.ip().is_unspecified() => {
+                let loopback: std::net::IpAddr = if addr.is_ipv4() {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                };
+                addr.set_ip(loopback);
+                addr.to_string()
+            }
+            _ => listen.to_owned(),
+        };
+        IngressProbe {
+            target,
+            up: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// True once a TCP connection to the ingress has succeeded.
+    pub async fn accepting(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.up.load(Ordering::Relaxed) {
+            return true;
+        }
+        let connect = tokio::net::TcpStream::connect(self.target.as_str());
+        let ok = matches!(
+            tokio::time::timeout(std::time::Duration::from_millis(500), connect).await,
+            Ok(Ok(_))
+        );
+        if ok {
+            self.up.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
 }
 
 fn to_request(session: &ServerSession, body: Bytes) -> HttpRequest {
@@ -284,6 +339,14 @@ impl ProxyHttp for Admin {
                 r
             }
             "/healthz" => HttpResponse::json(200, &serde_json::json!({"status": "ok"})),
+            "/readyz" if !self.ingress.accepting().await => HttpResponse::json(
+                503,
+                &serde_json::json!({
+                    "status": "starting",
+                    "reason": "the ingress listener does not accept connections yet",
+                    "pid": std::process::id(),
+                }),
+            ),
             "/readyz" => HttpResponse::json(
                 200,
                 &serde_json::json!({
@@ -317,5 +380,31 @@ impl ProxyHttp for PassThrough {
             false,
             String::new(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod ingress_probe_tests {
+    use super::IngressProbe;
+
+    #[test]
+    fn a_wildcard_address_is_probed_on_loopback() {
+        assert_eq!(IngressProbe::new("0.0.0.0:8080").target, "127.0.0.1:8080");
+        assert_eq!(IngressProbe::new("[::]:8080").target, "[::1]:8080");
+        assert_eq!(IngressProbe::new("10.0.0.5:80").target, "10.0.0.5:80");
+        assert_eq!(IngressProbe::new("localhost:80").target, "localhost:80");
+    }
+
+    #[tokio::test]
+    async fn not_accepting_until_the_port_listens_then_remembered() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let probe = IngressProbe::new(&addr.to_string());
+        assert!(!probe.accepting().await, "nothing listens yet");
+        let listener = std::net::TcpListener::bind(addr).unwrap();
+        assert!(probe.accepting().await);
+        drop(listener);
+        assert!(probe.accepting().await, "readiness is remembered");
     }
 }

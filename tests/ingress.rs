@@ -604,3 +604,47 @@ fn config_errors_exit_nonzero_naming_file_and_key() {
     assert!(err.contains("bad.toml") && err.contains("listen"), "{err}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn a_port_in_use_exits_1_naming_the_listener() {
+    // Something else already listens on the ingress port: the gateway must
+    // stop with a clear message, not keep running with a dead port. Pingora
+    // retries a bind that finds the address in use for 30 s (a graceful
+    // upgrade may still be releasing it), so this takes that long.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let state = temp_dir("taken");
+    let config = state.join("gateway.toml");
+    std::fs::write(&config, config_with("", "", "")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--listen")
+        .arg(&addr)
+        .arg("--admin-listen")
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("the gateway kept running with its port taken");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot open a listener"), "{err}");
+    assert!(err.contains(&addr), "the message names the address: {err}");
+    drop(taken);
+    std::fs::remove_dir_all(state).ok();
+}
