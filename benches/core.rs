@@ -2,6 +2,7 @@
 //! envelope parse, header normalization, argument validation, result shaping.
 //! Run: `cargo bench --bench core`.
 
+use aap_gateway::aap::payload::{Doc, Payload};
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
 use aap_gateway::mcp::headers::read_mirror_headers;
@@ -12,6 +13,7 @@ use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
 use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::hint::black_box;
 
 const SEARCH: &str = r#"{"jsonrpc":"2.0","id":"search-1","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"inventory.search.request","filters":{"price_max":35000,"status":["available"]},"pagination":{"limit":20},"sort":{"field":"price","order":"asc"},"privacy":{"anonymous":true}}}}"#;
@@ -84,13 +86,58 @@ fn benches(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 let r = ToolResult {
-                    payload: black_box(payload.clone()),
+                    payload: black_box(payload.clone()).into(),
                     is_error: false,
                 };
                 tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
             })
         },
     );
+    // An upstream's answer arrives as text. What the gateway did with it
+    // before (parse into a `Value`, validate, write) against what it does
+    // now (parse into a borrowed `Doc`, validate that, write the text).
+    let text = serde_json::to_string(&payload).expect("serializes");
+    c.bench_function(
+        "upstream payload via Value: parse + validate + write (baseline, 20 vehicles)",
+        |b| {
+            b.iter(|| {
+                let v: serde_json::Value = serde_json::from_str(black_box(&text)).expect("parses");
+                assert!(schemas.validate_result(Skill::InventorySearch, &v).is_ok());
+                let r = ToolResult {
+                    payload: v.into(),
+                    is_error: false,
+                };
+                tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
+            })
+        },
+    );
+    c.bench_function(
+        "upstream payload via Doc: parse + validate + write text (20 vehicles)",
+        |b| {
+            b.iter(|| {
+                let raw = RawValue::from_string(black_box(&text).clone()).expect("raw");
+                let doc = Doc::parse(raw.get()).expect("parses");
+                assert!(!doc.has_integral_float());
+                assert!(schemas.result_holds(Skill::InventorySearch, &doc));
+                drop(doc);
+                let r = ToolResult {
+                    payload: Payload::Text(raw),
+                    is_error: false,
+                };
+                tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
+            })
+        },
+    );
+    c.bench_function("parse upstream payload into a Value (20 vehicles)", |b| {
+        b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)).expect("parses"))
+    });
+    c.bench_function("parse upstream payload into a Doc (20 vehicles)", |b| {
+        b.iter(|| Doc::parse(black_box(&text)).map(|d| d.has_integral_float()))
+    });
+    let doc = Doc::parse(&text).expect("parses");
+    c.bench_function("result validation of a Doc (search, 20 vehicles)", |b| {
+        b.iter(|| schemas.result_holds(Skill::InventorySearch, black_box(&doc)))
+    });
 }
 
 criterion_group!(core, benches);

@@ -482,3 +482,120 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
     let all = read_rest(&mut s, &mut got);
     assert!(all.contains("\"resultType\":\"complete\""), "{all}");
 }
+
+/// A loopback HTTP upstream that answers each tools/call with the next of
+/// `payloads` as `structuredContent`, written verbatim into the frame.
+fn canned_upstream(payloads: Vec<String>) -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let serve = std::thread::spawn(move || {
+        let mut payloads = payloads.into_iter();
+        for stream in l.incoming() {
+            let mut s = stream.unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Read the head, then as many body bytes as Content-Length says.
+            // The gateway's TCP health check connects and closes: skip it.
+            let body = loop {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map(|v| v.trim().parse().unwrap())
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    break Some(buf[end + 4..end + 4 + len].to_vec());
+                }
+            };
+            let Some(body) = body else { continue };
+            let Some(payload) = payloads.next() else {
+                return;
+            };
+            let req: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(req["method"], "tools/call");
+            let text = serde_json::to_string(&payload).unwrap();
+            let answer = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{payload},"isError":false,"resultType":"complete"}}}}"#,
+                req["id"]
+            );
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            )
+            .unwrap();
+            if payloads.len() == 0 {
+                return;
+            }
+        }
+    });
+    (port, serve)
+}
+
+/// The `aap.error` code of a call that must fail.
+fn code_of(gw: &Gateway, name: &str, args: Value) -> (String, Value) {
+    let (is_err, sc) = gw.call_sc(name, args);
+    assert!(is_err, "{sc}");
+    (sc["code"].as_str().unwrap_or_default().to_owned(), sc)
+}
+
+#[test]
+fn upstream_text_is_validated_in_place_and_passed_on() {
+    // The upstream's structuredContent reaches the client as its own text
+    // once it parses and validates (see `aap::payload`); a repeated member
+    // name, a schema violation and a decimal-written whole number are each
+    // handled as documented.
+    let vehicle = r#"{"vin":"JTDACAAU2H3400137","stock":"DT-\"1\"","year":2024,"make":"Toyota","model":"Camry","condition":"new","status":"available","price":PRICE,"fees":[{"name":"Doc fee \u00e9","amount":85}],"updated_at":"2026-11-20T17:00:00Z"}"#;
+    let search = |price: &str, extra: &str| {
+        format!(
+            "{{\n  \"type\" : \"inventory.search.response\",\n  \"data\" : {{\"total\":1,{extra}\"vehicles\":[{}],\"limit\":20}}\n}}",
+            vehicle.replace("PRICE", price)
+        )
+    };
+    let payloads = vec![
+        search("31000", ""),
+        search("31000", "\"total\":2,"),
+        search("\"cheap\"", ""),
+        search("31000.0", ""),
+    ];
+    let (port, serve) = canned_upstream(payloads.clone());
+    let gw = Gateway::start_with(&forwarding_config(&format!(
+        "kind = \"mcp\"\npeers = [\"http://127.0.0.1:{port}\"]\nrevision = \"2026-07-28\"\nrequest_timeout_ms = 5000\n"
+    )));
+    // 1. Pretty-printed, with escapes: passed on, both forms agree.
+    let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+    assert!(!err, "{sc}");
+    assert_eq!(sc, serde_json::from_str::<Value>(&payloads[0]).unwrap());
+    assert_eq!(sc["data"]["vehicles"][0]["stock"], "DT-\"1\"");
+    // 2. A repeated member name: refused, never forwarded.
+    let (code, sc) = code_of(&gw, "aap_inventory_search", search_all());
+    assert_eq!(code, "UPSTREAM_INVALID_RESPONSE", "{sc}");
+    assert!(gw.logs().contains("unique member names"));
+    // 3. A schema violation: refused, logged by location only.
+    let (code, sc) = code_of(&gw, "aap_inventory_search", search_all());
+    assert_eq!(code, "UPSTREAM_INVALID_RESPONSE", "{sc}");
+    assert!(gw.logs().contains("backend result failed its schema"));
+    assert!(!gw.logs().contains("cheap"), "no upstream values in logs");
+    // 4. 31000.0 reaches the client as the integer 31000 in both forms.
+    let r = gw.call("aap_inventory_search", search_all());
+    let j = r.json();
+    assert_eq!(
+        j["result"]["structuredContent"]["data"]["vehicles"][0]["price"],
+        json!(31000)
+    );
+    let text = j["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("\"price\":31000,") && !text.contains("31000.0"),
+        "{text}"
+    );
+    serve.join().unwrap();
+}

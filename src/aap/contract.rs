@@ -3,6 +3,7 @@
 //! consent, quota, idempotency, the backend call and result validation.
 
 use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
+use super::payload::{Doc, Payload};
 use super::schemas::SchemaSet;
 use super::skill::Skill;
 use crate::state::{Begin, Bucket, SharedState, Take};
@@ -28,7 +29,7 @@ pub struct ContractConfig {
 /// What a tools/call produced.
 #[derive(Debug, Clone)]
 pub struct ToolOutcome {
-    pub payload: Value,
+    pub payload: Payload,
     pub is_error: bool,
     /// For logs/metrics: `ok`, an AAP error code, `replay`.
     pub outcome: String,
@@ -47,7 +48,7 @@ impl ToolOutcome {
             "ok".to_owned()
         };
         ToolOutcome {
-            payload,
+            payload: Payload::Tree(payload),
             is_error,
             outcome,
         }
@@ -204,13 +205,14 @@ impl Contract {
                 if !out.is_error
                     || !out
                         .payload
+                        .to_value()
                         .get("retryable")
                         .and_then(Value::as_bool)
                         .unwrap_or(false) =>
             {
                 if let Err(e) = self
                     .state
-                    .idem_complete(&record, &fingerprint, &out.payload, ttl)
+                    .idem_complete(&record, &fingerprint, &out.payload.to_value(), ttl)
                     .await
                 {
                     tracing::error!(error = %e, "idempotency completion not recorded");
@@ -281,22 +283,84 @@ impl Contract {
                 return Err(UpstreamFault::Protocol(e));
             }
         };
+        let payload = match payload {
+            Payload::Tree(v) => v,
+            Payload::Text(raw) => match self.checked_text(skill, raw) {
+                Ok(outcome) => return Ok(outcome),
+                Err(Some(tree)) => tree,
+                Err(None) => return Ok(upstream_invalid(skill)),
+            },
+        };
         if let Err(errors) = self.schemas.validate_result(skill, &payload) {
-            // Log the locations only: the payload may hold customer data.
-            let paths: Vec<&str> = errors
-                .iter()
-                .filter_map(|e| e.get("path").and_then(Value::as_str))
-                .take(10)
-                .collect();
-            tracing::error!(
-                backend = self.backend.kind(),
-                skill = skill.id(),
-                ?paths,
-                "backend result failed its schema"
-            );
+            self.log_invalid_result(skill, &errors);
             return Ok(upstream_invalid(skill));
         }
         Ok(ToolOutcome::from_payload(payload))
+    }
+
+    /// Validate a payload that arrived as JSON text without building a
+    /// `Value`, and pass the text on. `Err(Some(tree))` hands it back as a
+    /// tree when its numbers need normalizing (`18999.0` becomes `18999`,
+    /// which changes the text) so the caller takes the tree path;
+    /// `Err(None)` means it is not a valid result.
+    fn checked_text(
+        &self,
+        skill: Skill,
+        raw: Box<serde_json::value::RawValue>,
+    ) -> Result<ToolOutcome, Option<Value>> {
+        let Ok(doc) = Doc::parse(raw.get()) else {
+            tracing::error!(
+                backend = self.backend.kind(),
+                skill = skill.id(),
+                "backend result is not a JSON document with unique member names"
+            );
+            return Err(None);
+        };
+        if doc.has_integral_float() {
+            let mut tree = doc.to_value();
+            crate::upstream::normalize_numbers(&mut tree);
+            return Err(Some(tree));
+        }
+        if !self.schemas.result_holds(skill, &doc) {
+            // Cold path: the tree gives the same located errors as above.
+            let errors = self
+                .schemas
+                .validate_result(skill, &doc.to_value())
+                .err()
+                .unwrap_or_default();
+            self.log_invalid_result(skill, &errors);
+            return Err(None);
+        }
+        let is_error = doc.type_name() == Some(crate::aap::error::ERROR_TYPE);
+        let outcome = if is_error {
+            match doc.member("code") {
+                Some(Doc::String(code)) => code.to_string(),
+                _ => "INTERNAL_ERROR".to_owned(),
+            }
+        } else {
+            "ok".to_owned()
+        };
+        drop(doc);
+        Ok(ToolOutcome {
+            payload: Payload::Text(raw),
+            is_error,
+            outcome,
+        })
+    }
+
+    fn log_invalid_result(&self, skill: Skill, errors: &[Value]) {
+        // Log the locations only: the payload may hold customer data.
+        let paths: Vec<&str> = errors
+            .iter()
+            .filter_map(|e| e.get("path").and_then(Value::as_str))
+            .take(10)
+            .collect();
+        tracing::error!(
+            backend = self.backend.kind(),
+            skill = skill.id(),
+            ?paths,
+            "backend result failed its schema"
+        );
     }
 }
 

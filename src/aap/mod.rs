@@ -4,5 +4,6 @@ pub mod catalog;
 pub mod contract;
 pub mod cursor;
 pub mod error;
+pub mod payload;
 pub mod schemas;
 pub mod skill;

@@ -2,10 +2,12 @@
 //! directory, compiled once into validators.
 
 use super::error::{field_error, ERROR_TYPE};
+use super::payload::{Doc, DocJson};
 use super::skill::Skill;
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -46,6 +48,9 @@ pub enum SchemaError {
 pub struct SchemaSet {
     docs: BTreeMap<String, Value>,
     validators: BTreeMap<String, Validator>,
+    /// The same schemas for instances held as a borrowed [`Doc`] (upstream
+    /// answers that pass through as text).
+    doc_validators: BTreeMap<String, Validator<DocJson>>,
 }
 
 impl std::fmt::Debug for SchemaSet {
@@ -60,6 +65,15 @@ impl std::fmt::Debug for SchemaSet {
 /// because the crate is built without network resolvers.
 pub fn compile(schema: &Value) -> Result<Validator, String> {
     jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
+/// [`compile`] for [`Doc`] instances.
+fn compile_for_docs(schema: &Value) -> Result<Validator<DocJson>, String> {
+    jsonschema::options_for::<DocJson>()
         .with_draft(jsonschema::Draft::Draft202012)
         .should_validate_formats(true)
         .build(schema)
@@ -100,15 +114,21 @@ impl SchemaSet {
 
     fn from_docs(docs: BTreeMap<String, Value>) -> Result<SchemaSet, SchemaError> {
         let mut validators = BTreeMap::new();
+        let mut doc_validators = BTreeMap::new();
         for (stem, doc) in &docs {
             check_self_contained(stem, doc)?;
-            let v = compile(doc).map_err(|problem| SchemaError::Invalid {
+            let invalid = |problem| SchemaError::Invalid {
                 stem: stem.clone(),
                 problem,
-            })?;
-            validators.insert(stem.clone(), v);
+            };
+            validators.insert(stem.clone(), compile(doc).map_err(invalid)?);
+            doc_validators.insert(stem.clone(), compile_for_docs(doc).map_err(invalid)?);
         }
-        Ok(SchemaSet { docs, validators })
+        Ok(SchemaSet {
+            docs,
+            validators,
+            doc_validators,
+        })
     }
 
     pub fn doc(&self, stem: &str) -> &Value {
@@ -147,6 +167,20 @@ impl SchemaSet {
         } else {
             self.validate_stem(&Self::response_stem(skill), instance)
         }
+    }
+
+    /// [`SchemaSet::validate_result`] for a borrowed document: only whether
+    /// it holds (the details of a failure come from the `Value` path, which
+    /// is the cold one).
+    pub fn result_holds(&self, skill: Skill, instance: &Doc<'_>) -> bool {
+        let stem = if instance.type_name() == Some(ERROR_TYPE) {
+            Cow::Borrowed("error")
+        } else {
+            Cow::Owned(Self::response_stem(skill))
+        };
+        self.doc_validators
+            .get(stem.as_ref())
+            .is_some_and(|v| v.is_valid(instance))
     }
 
     pub fn validate_stem(&self, stem: &str, instance: &Value) -> Result<(), Vec<Value>> {

@@ -8,6 +8,7 @@
 //! `structuredContent` and, escaped once, the text block.
 
 use super::revision::{Revision, META_SERVER_INFO};
+use crate::aap::payload::Payload;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -16,7 +17,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     /// The AAP payload (a typed response or an `aap.error`).
-    pub payload: Value,
+    pub payload: Payload,
     pub is_error: bool,
 }
 
@@ -82,10 +83,10 @@ impl Serialize for ServerMeta<'_> {
 /// use aap_gateway::mcp::revision::Revision;
 /// use serde_json::{json, Value};
 ///
-/// let r = ToolResult { payload: json!({"type": "dealer.information.response"}), is_error: false };
+/// let r = ToolResult { payload: json!({"type": "dealer.information.response"}).into(), is_error: false };
 /// let bytes = tool_message(&json!(7), Revision::Modern, "aap-gateway", "1.0.0", &r);
 /// let v: Value = serde_json::from_slice(&bytes).unwrap();
-/// assert_eq!(v["result"]["structuredContent"], r.payload);
+/// assert_eq!(v["result"]["structuredContent"], *r.payload.to_value());
 /// assert_eq!(v["result"]["content"][0]["text"], r#"{"type":"dealer.information.response"}"#);
 /// assert_eq!(v["result"]["resultType"], "complete");
 /// ```
@@ -98,8 +99,17 @@ pub fn tool_message(
 ) -> Vec<u8> {
     // A `Value` always serializes (its keys are strings); should that ever
     // change, answer with a JSON-RPC internal error instead of panicking.
-    let Ok(raw) = serde_json::value::to_raw_value(&result.payload) else {
-        return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the result could not be serialized"}}"#.to_vec();
+    // Text from an upstream is used as it came (validated in the contract).
+    let serialized;
+    let raw: &RawValue = match &result.payload {
+        Payload::Text(raw) => raw,
+        Payload::Tree(v) => match serde_json::value::to_raw_value(v) {
+            Ok(r) => {
+                serialized = r;
+                &serialized
+            }
+            Err(_) => return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the result could not be serialized"}}"#.to_vec(),
+        },
     };
     let modern = rev == Revision::Modern;
     let message = Message {
@@ -110,7 +120,7 @@ pub fn tool_message(
                 kind: "text",
                 text: raw.get(),
             }],
-            structured_content: &raw,
+            structured_content: raw,
             is_error: result.is_error,
             result_type: modern.then_some("complete"),
             meta: modern.then_some(ServerMeta {
@@ -137,7 +147,11 @@ mod tests {
     fn through_value(id: &Value, rev: Revision, r: &ToolResult) -> Vec<u8> {
         let v = result_body(
             id,
-            finish(rev, tool_result(r.payload.clone(), r.is_error), "gw"),
+            finish(
+                rev,
+                tool_result(r.payload.to_value().into_owned(), r.is_error),
+                "gw",
+            ),
         );
         serde_json::to_vec(&v).unwrap()
     }
@@ -153,7 +167,7 @@ mod tests {
             for rev in [Revision::Modern, Revision::Legacy] {
                 for (i, p) in payloads.iter().enumerate() {
                     let r = ToolResult {
-                        payload: p.clone(),
+                        payload: p.clone().into(),
                         is_error: i == 1,
                     };
                     let fast = tool_message(&id, rev, "gw", crate::mcp::server::SERVER_VERSION, &r);
@@ -169,7 +183,7 @@ mod tests {
     #[test]
     fn legacy_results_carry_no_modern_fields() {
         let r = ToolResult {
-            payload: json!({"type": "x"}),
+            payload: json!({"type": "x"}).into(),
             is_error: false,
         };
         let v: Value =

@@ -17,6 +17,7 @@
 use super::client::{Client, ClientConfig, Reply, Request};
 use super::{forwarded_request, normalize_numbers, Backend, BackendError, LeadKeyMode, SkillCall};
 use crate::aap::error::{ERROR_AT_TYPE, ERROR_TYPE};
+use crate::aap::payload::Payload;
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -163,7 +164,7 @@ impl Backend for A2aUpstream {
         "a2a"
     }
 
-    async fn call(&self, call: SkillCall<'_>) -> Result<Value, BackendError> {
+    async fn call(&self, call: SkillCall<'_>) -> Result<Payload, BackendError> {
         let data = forwarded_request(&call, self.lead_key);
         let mut uri = self.extension_uri().await?;
         let mut refreshed = false;
@@ -186,7 +187,7 @@ impl Backend for A2aUpstream {
                 Err(Answer::Fault(e)) => return Err(e),
                 Ok(mut payload) => {
                     normalize_numbers(&mut payload);
-                    return Ok(payload);
+                    return Ok(Payload::Tree(payload));
                 }
             }
         }

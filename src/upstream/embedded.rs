@@ -4,6 +4,7 @@
 use super::{Backend, BackendError, SkillCall};
 use crate::aap::cursor::{CursorCodec, CursorError, CursorState};
 use crate::aap::error::{aap_error, ErrorCode};
+use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use crate::util::{now_rfc3339, now_unix_ms};
 use async_trait::async_trait;
@@ -386,13 +387,8 @@ impl EmbeddedDealer {
     }
 }
 
-#[async_trait]
-impl Backend for EmbeddedDealer {
-    fn kind(&self) -> &'static str {
-        "embedded"
-    }
-
-    async fn call(&self, call: SkillCall<'_>) -> Result<Value, BackendError> {
+impl EmbeddedDealer {
+    async fn answer(&self, call: SkillCall<'_>) -> Result<Value, BackendError> {
         Ok(match call.skill {
             Skill::DealerInformation => json!({
                 "type": Skill::DealerInformation.response_type(),
@@ -403,6 +399,17 @@ impl Backend for EmbeddedDealer {
             Skill::InventoryVehicle => self.vehicle(call.request),
             Skill::LeadSubmit => return self.lead(&call).await,
         })
+    }
+}
+
+#[async_trait]
+impl Backend for EmbeddedDealer {
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn call(&self, call: SkillCall<'_>) -> Result<Payload, BackendError> {
+        self.answer(call).await.map(Payload::Tree)
     }
 
     fn capabilities(&self) -> Value {

@@ -23,6 +23,7 @@ use super::{
     forwarded_request, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode,
     ProtocolError, SkillCall,
 };
+use crate::aap::payload::Payload;
 use crate::mcp::headers::encode_value;
 use crate::mcp::revision::{
     Revision, LEGACY, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN,
@@ -174,7 +175,7 @@ impl McpUpstream {
         args: Value,
         retryable: bool,
         forward: &Forward,
-    ) -> Result<Value, BackendError> {
+    ) -> Result<Payload, BackendError> {
         let id = self.id();
         let mut meta = Self::modern_meta();
         if let Some(token) = &forward.progress_token {
@@ -283,7 +284,7 @@ impl McpUpstream {
         args: Value,
         retryable: bool,
         forward: &Forward,
-    ) -> Result<Value, BackendError> {
+    ) -> Result<Payload, BackendError> {
         let attempts = if retryable {
             self.client.peers().len()
         } else {
@@ -317,7 +318,7 @@ impl McpUpstream {
         args: &Value,
         retryable: bool,
         forward: &Forward,
-    ) -> Result<Value, BackendError> {
+    ) -> Result<Payload, BackendError> {
         let mut session = self.session(peer, false).await?;
         for attempt in 0..2 {
             let id = self.id();
@@ -358,7 +359,7 @@ impl McpUpstream {
         args: &Value,
         retryable: bool,
         forward: &Forward,
-    ) -> Result<Value, BackendError> {
+    ) -> Result<Payload, BackendError> {
         match self.era().await? {
             Revision::Modern => {
                 self.call_modern(tool, args.clone(), retryable, forward)
@@ -375,7 +376,7 @@ impl McpUpstream {
 /// An upstream refusal of the revision or mirror headers the gateway sent
 /// (-32020 header mismatch, -32021 missing header, -32022 unsupported
 /// version): the call did not run.
-fn era_refused(answer: &Result<Value, BackendError>) -> bool {
+fn era_refused(answer: &Result<Payload, BackendError>) -> bool {
     matches!(answer, Err(BackendError::Protocol(e)) if (-32022..=-32020).contains(&e.code))
 }
 
@@ -385,7 +386,7 @@ impl Backend for McpUpstream {
         "mcp"
     }
 
-    async fn call(&self, call: SkillCall<'_>) -> Result<Value, BackendError> {
+    async fn call(&self, call: SkillCall<'_>) -> Result<Payload, BackendError> {
         let args = forwarded_request(&call, self.lead_key);
         let retryable = call.skill.is_read();
         let tool = call.skill.tool_name();
@@ -411,9 +412,14 @@ impl Backend for McpUpstream {
                 "upstream refused the gateway's MCP revision or headers".into(),
             ));
         }
-        let mut payload = answer?;
-        normalize_numbers(&mut payload);
-        Ok(payload)
+        match answer? {
+            Payload::Tree(mut payload) => {
+                normalize_numbers(&mut payload);
+                Ok(Payload::Tree(payload))
+            }
+            // Numbers in text are normalized where it is parsed (the contract).
+            text => Ok(text),
+        }
     }
 
     fn capabilities(&self) -> Value {
@@ -614,14 +620,14 @@ struct CallAnswer<'a> {
 struct CallResult<'a> {
     #[serde(rename = "resultType", borrow)]
     result_type: Option<Cow<'a, str>>,
-    #[serde(rename = "structuredContent")]
-    structured_content: Option<Value>,
+    #[serde(rename = "structuredContent", borrow)]
+    structured_content: Option<&'a RawValue>,
     #[serde(borrow)]
     content: Option<&'a RawValue>,
 }
 
 /// The AAP payload of a tools/call answer.
-fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
+fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
     check_http(reply)?;
     if reply.content_type() == "text/event-stream" {
         let mut msg = rpc_message(reply, id)?;
@@ -637,7 +643,8 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
         let structured = result.get_mut("structuredContent").map(Value::take);
         return tool_payload(result_type.as_deref(), structured, || {
             Ok(result.get("content").cloned())
-        });
+        })
+        .map(Payload::Tree);
     }
     let answer: CallAnswer<'_> = serde_json::from_slice(&reply.body).map_err(|_| {
         BackendError::InvalidResponse(format!(
@@ -654,19 +661,35 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
         return Err(protocol_error(e));
     }
     let result = answer.result.ok_or_else(no_result)?;
-    tool_payload(
-        result.result_type.as_deref(),
-        result.structured_content,
-        || {
-            result
-                .content
-                .map(|raw| serde_json::from_str::<Value>(raw.get()))
-                .transpose()
-                .map_err(|_| {
-                    BackendError::InvalidResponse("tool result content is not valid JSON".into())
-                })
-        },
-    )
+    if let Some(raw) = result
+        .structured_content
+        .filter(|raw| raw.get().starts_with('{'))
+    {
+        check_result_type(result.result_type.as_deref())?;
+        // Passed on as text: the contract parses and validates it without
+        // building a tree (see `aap::payload`).
+        return Ok(Payload::Text(raw.to_owned()));
+    }
+    tool_payload(result.result_type.as_deref(), None, || {
+        result
+            .content
+            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+            .transpose()
+            .map_err(|_| {
+                BackendError::InvalidResponse("tool result content is not valid JSON".into())
+            })
+    })
+    .map(Payload::Tree)
+}
+
+/// Only complete results carry an AAP payload.
+fn check_result_type(result_type: Option<&str>) -> Result<(), BackendError> {
+    match result_type {
+        None | Some("complete") => Ok(()),
+        Some(other) => Err(BackendError::InvalidResponse(format!(
+            "upstream result type {other:?} is not supported for AAP tools"
+        ))),
+    }
 }
 
 fn no_result() -> BackendError {
@@ -680,14 +703,7 @@ fn tool_payload(
     structured: Option<Value>,
     content: impl FnOnce() -> Result<Option<Value>, BackendError>,
 ) -> Result<Value, BackendError> {
-    match result_type {
-        None | Some("complete") => {}
-        Some(other) => {
-            return Err(BackendError::InvalidResponse(format!(
-                "upstream result type {other:?} is not supported for AAP tools"
-            )))
-        }
-    }
+    check_result_type(result_type)?;
     if let Some(sc) = structured.filter(Value::is_object) {
         return Ok(sc);
     }
@@ -792,12 +808,15 @@ mod tests {
             "content": [{"type": "image", "data": ""}, {"type": "text", "text": text}]}});
         for msg in [&both, &text_only] {
             let json_reply = reply("application/json", &msg.to_string());
-            assert_eq!(tool_result(&json_reply, &json!(1)).unwrap(), payload);
+            assert_eq!(
+                tool_result(&json_reply, &json!(1)).unwrap().into_value(),
+                payload
+            );
             let sse = reply(
                 "text/event-stream",
                 &format!("event: message\ndata: {msg}\n\n"),
             );
-            assert_eq!(tool_result(&sse, &json!(1)).unwrap(), payload);
+            assert_eq!(tool_result(&sse, &json!(1)).unwrap().into_value(), payload);
         }
     }
 

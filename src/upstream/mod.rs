@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod mcp;
 pub mod relay;
 
+use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -88,7 +89,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn kind(&self) -> &'static str;
 
     /// Execute a call; the answer is a typed AAP response or `aap.error`.
-    async fn call(&self, call: SkillCall<'_>) -> Result<Value, BackendError>;
+    async fn call(&self, call: SkillCall<'_>) -> Result<Payload, BackendError>;
 
     /// The inventory capabilities object advertised on the search tool.
     fn capabilities(&self) -> Value;
