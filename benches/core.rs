@@ -2,9 +2,10 @@
 //! envelope parse, header normalization, argument validation, result shaping.
 //! Run: `cargo bench --bench core`.
 
-use aap_gateway::aap::payload::{Doc, Payload};
+use aap_gateway::aap::payload::{JsonText, Payload};
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
+use aap_gateway::json::Doc;
 use aap_gateway::mcp::headers::read_mirror_headers;
 use aap_gateway::mcp::jsonrpc::parse_message;
 use aap_gateway::mcp::jsonrpc::result_body;
@@ -13,7 +14,6 @@ use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
 use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use serde_json::value::RawValue;
 use std::hint::black_box;
 
 const SEARCH: &str = r#"{"jsonrpc":"2.0","id":"search-1","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"inventory.search.request","filters":{"price_max":35000,"status":["available"]},"pagination":{"limit":20},"sort":{"field":"price","order":"asc"},"privacy":{"anonymous":true}}}}"#;
@@ -115,8 +115,8 @@ fn benches(c: &mut Criterion) {
         "upstream payload via Doc: parse + validate + write text (20 vehicles)",
         |b| {
             b.iter(|| {
-                let raw = RawValue::from_string(black_box(&text).clone()).expect("raw");
-                let doc = Doc::parse(raw.get()).expect("parses");
+                let raw = JsonText::new(black_box(&text)).expect("well-formed");
+                let doc = Doc::parse(raw.as_str()).expect("parses");
                 assert!(!doc.has_integral_float());
                 assert!(schemas.result_holds(Skill::InventorySearch, &doc));
                 drop(doc);

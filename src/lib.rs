@@ -2,7 +2,8 @@
 //!
 //! Layout: `mcp` (JSON-RPC, headers, revisions, the endpoint), `aap`
 //! (skills, schemas, catalog, the shared contract), `upstream` (backends),
-//! `state` (idempotency and limits), `config`, `gateway` (runtime and
+//! `state` (idempotency and limits), `json` (fast strict reading of
+//! upstream answers), `config`, `gateway` (runtime and
 //! routing), `access` (the per-request log line) and `proxy` (the only
 //! module that knows Pingora).
 
@@ -12,6 +13,7 @@ pub mod auth;
 pub mod config;
 pub mod gateway;
 pub mod http;
+pub mod json;
 pub mod mcp;
 pub mod metrics;
 pub mod proxy;

@@ -3,9 +3,10 @@
 //! consent, quota, idempotency, the backend call and result validation.
 
 use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
-use super::payload::{Doc, Payload};
+use super::payload::{JsonText, Payload};
 use super::schemas::SchemaSet;
 use super::skill::Skill;
+use crate::json::Doc;
 use crate::state::{Begin, Bucket, SharedState, Take};
 use crate::upstream::{Backend, BackendError, Forward, SkillCall};
 use crate::util::{canonical_json, parse_rfc3339, sha256_hex};
@@ -285,7 +286,7 @@ impl Contract {
         };
         let payload = match payload {
             Payload::Tree(v) => v,
-            Payload::Text(raw) => match self.checked_text(skill, raw) {
+            Payload::Text(text) => match self.checked_text(skill, text) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Some(tree)) => tree,
                 Err(None) => return Ok(upstream_invalid(skill)),
@@ -303,12 +304,8 @@ impl Contract {
     /// tree when its numbers need normalizing (`18999.0` becomes `18999`,
     /// which changes the text) so the caller takes the tree path;
     /// `Err(None)` means it is not a valid result.
-    fn checked_text(
-        &self,
-        skill: Skill,
-        raw: Box<serde_json::value::RawValue>,
-    ) -> Result<ToolOutcome, Option<Value>> {
-        let Ok(doc) = Doc::parse(raw.get()) else {
+    fn checked_text(&self, skill: Skill, text: JsonText) -> Result<ToolOutcome, Option<Value>> {
+        let Ok(doc) = Doc::parse(text.as_str()) else {
             tracing::error!(
                 backend = self.backend.kind(),
                 skill = skill.id(),
@@ -333,16 +330,17 @@ impl Contract {
         }
         let is_error = doc.type_name() == Some(crate::aap::error::ERROR_TYPE);
         let outcome = if is_error {
-            match doc.member("code") {
-                Some(Doc::String(code)) => code.to_string(),
-                _ => "INTERNAL_ERROR".to_owned(),
-            }
+            doc.root()
+                .member("code")
+                .and_then(|c| c.as_str())
+                .unwrap_or("INTERNAL_ERROR")
+                .to_owned()
         } else {
             "ok".to_owned()
         };
         drop(doc);
         Ok(ToolOutcome {
-            payload: Payload::Text(raw),
+            payload: Payload::Text(text),
             is_error,
             outcome,
         })

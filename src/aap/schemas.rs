@@ -2,8 +2,8 @@
 //! directory, compiled once into validators.
 
 use super::error::{field_error, ERROR_TYPE};
-use super::payload::{Doc, DocJson};
 use super::skill::Skill;
+use crate::json::{Doc, DocJson};
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
 use serde_json::{json, Value};
@@ -180,7 +180,7 @@ impl SchemaSet {
         };
         self.doc_validators
             .get(stem.as_ref())
-            .is_some_and(|v| v.is_valid(instance))
+            .is_some_and(|v| v.is_valid(instance.root()))
     }
 
     pub fn validate_stem(&self, stem: &str, instance: &Value) -> Result<(), Vec<Value>> {

@@ -10,7 +10,6 @@
 use super::revision::{Revision, META_SERVER_INFO};
 use crate::aap::payload::Payload;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// A finished tools/call outcome before it is written.
@@ -19,34 +18,6 @@ pub struct ToolResult {
     /// The AAP payload (a typed response or an `aap.error`).
     pub payload: Payload,
     pub is_error: bool,
-}
-
-#[derive(Serialize)]
-struct Message<'a> {
-    jsonrpc: &'static str,
-    id: &'a Value,
-    result: Wire<'a>,
-}
-
-#[derive(Serialize)]
-struct Wire<'a> {
-    content: [TextBlock<'a>; 1],
-    #[serde(rename = "structuredContent")]
-    structured_content: &'a RawValue,
-    #[serde(rename = "isError")]
-    is_error: bool,
-    /// 2026-07-28 only: `"complete"` (no other result type is produced).
-    #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
-    result_type: Option<&'static str>,
-    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<ServerMeta<'a>>,
-}
-
-#[derive(Serialize)]
-struct TextBlock<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
 }
 
 struct ServerMeta<'a> {
@@ -101,40 +72,60 @@ pub fn tool_message(
     // change, answer with a JSON-RPC internal error instead of panicking.
     // Text from an upstream is used as it came (validated in the contract).
     let serialized;
-    let raw: &RawValue = match &result.payload {
-        Payload::Text(raw) => raw,
-        Payload::Tree(v) => match serde_json::value::to_raw_value(v) {
-            Ok(r) => {
-                serialized = r;
+    let text: &str = match &result.payload {
+        Payload::Text(text) => text.as_str(),
+        Payload::Tree(v) => match serde_json::to_string(v) {
+            Ok(t) => {
+                serialized = t;
                 &serialized
             }
-            Err(_) => return br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the result could not be serialized"}}"#.to_vec(),
+            Err(_) => return INTERNAL_ERROR.to_vec(),
         },
     };
-    let modern = rev == Revision::Modern;
-    let message = Message {
-        jsonrpc: "2.0",
-        id,
-        result: Wire {
-            content: [TextBlock {
-                kind: "text",
-                text: raw.get(),
-            }],
-            structured_content: raw,
-            is_error: result.is_error,
-            result_type: modern.then_some("complete"),
-            meta: modern.then_some(ServerMeta {
+    match write_message(id, rev, server_name, server_version, text, result.is_error) {
+        Ok(out) => out,
+        Err(_) => INTERNAL_ERROR.to_vec(),
+    }
+}
+
+const INTERNAL_ERROR: &[u8] = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the result could not be serialized"}}"#;
+
+/// The message around a serialized payload, member by member in the order
+/// the `Value` path writes them (`content`, `structuredContent`, `isError`,
+/// then for 2026-07-28 `resultType` and `_meta`).
+fn write_message(
+    id: &Value,
+    rev: Revision,
+    server_name: &str,
+    server_version: &str,
+    payload: &str,
+    is_error: bool,
+) -> serde_json::Result<Vec<u8>> {
+    // Room for the payload twice (raw and escaped) plus the frame.
+    let mut out = Vec::with_capacity(payload.len() * 2 + 256);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, id)?;
+    out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    serde_json::to_writer(&mut out, payload)?;
+    out.extend_from_slice(br#"}],"structuredContent":"#);
+    out.extend_from_slice(payload.as_bytes());
+    out.extend_from_slice(if is_error {
+        br#","isError":true"#
+    } else {
+        br#","isError":false"#
+    });
+    if rev == Revision::Modern {
+        out.extend_from_slice(br#","resultType":"complete","_meta":"#);
+        serde_json::to_writer(
+            &mut out,
+            &ServerMeta {
                 name: server_name,
                 version: server_version,
-            }),
-        },
-    };
-    // Room for the payload twice (raw and escaped) plus the frame.
-    let mut out = Vec::with_capacity(raw.get().len() * 2 + 256);
-    if serde_json::to_writer(&mut out, &message).is_err() {
-        out.clear();
+            },
+        )?;
     }
-    out
+    out.extend_from_slice(b"}}");
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -23,14 +23,14 @@ use super::{
     forwarded_request, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode,
     ProtocolError, SkillCall,
 };
-use crate::aap::payload::Payload;
+use crate::aap::payload::{JsonText, Payload};
+use crate::json;
 use crate::mcp::headers::encode_value;
 use crate::mcp::revision::{
     Revision, LEGACY, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -129,7 +129,7 @@ impl McpUpstream {
 
     fn request<'a>(
         &'a self,
-        body: &Value,
+        body: &impl serde::Serialize,
         headers: Vec<(&'static str, String)>,
         retryable: bool,
     ) -> Request<'a> {
@@ -138,7 +138,9 @@ impl McpUpstream {
             method: "POST",
             path: &self.path,
             headers,
-            body: Bytes::from(body.to_string()),
+            // Serializing a `Value` or these request structs cannot fail
+            // (string keys only); an empty body would be refused upstream.
+            body: Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
             retryable,
         }
     }
@@ -172,17 +174,20 @@ impl McpUpstream {
     async fn call_modern(
         &self,
         tool: &str,
-        args: Value,
+        args: &Value,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
         let id = self.id();
-        let mut meta = Self::modern_meta();
-        if let Some(token) = &forward.progress_token {
-            meta["progressToken"] = token.clone();
-        }
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": args, "_meta": meta}});
+        let body = ToolCall {
+            id: &id,
+            name: tool,
+            arguments: args,
+            meta: CallMeta {
+                modern: true,
+                progress_token: forward.progress_token.as_ref(),
+            },
+        };
         let mut headers = self.base_headers();
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
@@ -281,7 +286,7 @@ impl McpUpstream {
     async fn call_legacy(
         &self,
         tool: &str,
-        args: Value,
+        args: &Value,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
@@ -298,7 +303,7 @@ impl McpUpstream {
             };
             tried.push(peer);
             match self
-                .call_legacy_at(peer, tool, &args, retryable, forward)
+                .call_legacy_at(peer, tool, args, retryable, forward)
                 .await
             {
                 Ok(v) => return Ok(v),
@@ -322,12 +327,15 @@ impl McpUpstream {
         let mut session = self.session(peer, false).await?;
         for attempt in 0..2 {
             let id = self.id();
-            let mut params = json!({"name": tool, "arguments": args});
-            if let Some(token) = &forward.progress_token {
-                params["_meta"] = json!({ "progressToken": token });
-            }
-            let body =
-                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            let body = ToolCall {
+                id: &id,
+                name: tool,
+                arguments: args,
+                meta: CallMeta {
+                    modern: false,
+                    progress_token: forward.progress_token.as_ref(),
+                },
+            };
             let watch = SseWatch::new(&id, forward);
             let matcher = |r: &Reply| watch.check(r);
             let reply = self
@@ -361,15 +369,87 @@ impl McpUpstream {
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
         match self.era().await? {
-            Revision::Modern => {
-                self.call_modern(tool, args.clone(), retryable, forward)
-                    .await
-            }
-            Revision::Legacy => {
-                self.call_legacy(tool, args.clone(), retryable, forward)
-                    .await
+            Revision::Modern => self.call_modern(tool, args, retryable, forward).await,
+            Revision::Legacy => self.call_legacy(tool, args, retryable, forward).await,
+        }
+    }
+}
+
+/// An upstream `tools/call`, serialized straight from borrowed parts: no
+/// `Value` tree is built, and the arguments are not copied.
+struct ToolCall<'a> {
+    id: &'a Value,
+    name: &'a str,
+    arguments: &'a Value,
+    meta: CallMeta<'a>,
+}
+
+/// `params._meta` of an upstream call: the per-request metadata a modern
+/// upstream requires, and the client's progress token when it sent one.
+struct CallMeta<'a> {
+    modern: bool,
+    progress_token: Option<&'a Value>,
+}
+
+impl serde::Serialize for ToolCall<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Params<'b, 'a>(&'b ToolCall<'a>);
+        impl serde::Serialize for Params<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("name", self.0.name)?;
+                m.serialize_entry("arguments", self.0.arguments)?;
+                if self.0.meta.modern || self.0.meta.progress_token.is_some() {
+                    m.serialize_entry("_meta", &self.0.meta)?;
+                }
+                m.end()
             }
         }
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        m.serialize_entry("id", self.id)?;
+        m.serialize_entry("method", "tools/call")?;
+        m.serialize_entry("params", &Params(self))?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for CallMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        if self.modern {
+            m.serialize_entry(META_PROTOCOL_VERSION, MODERN)?;
+            m.serialize_entry(META_CLIENT_CAPABILITIES, &EmptyObject)?;
+            m.serialize_entry(META_CLIENT_INFO, &GatewayInfo)?;
+        }
+        if let Some(token) = self.progress_token {
+            m.serialize_entry("progressToken", token)?;
+        }
+        m.end()
+    }
+}
+
+/// `{}`
+struct EmptyObject;
+
+impl serde::Serialize for EmptyObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde::ser::SerializeMap::end(s.serialize_map(Some(0))?)
+    }
+}
+
+/// The gateway's `clientInfo` towards upstreams.
+struct GatewayInfo;
+
+impl serde::Serialize for GatewayInfo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("name", "aap-gateway")?;
+        m.serialize_entry("version", env!("CARGO_PKG_VERSION"))?;
+        m.end()
     }
 }
 
@@ -604,26 +684,94 @@ fn protocol_error(e: &Value) -> BackendError {
     })
 }
 
-/// The parts of a JSON tools/call answer the gateway reads. The text block
-/// stays raw: it repeats `structuredContent` and is parsed only when that is
-/// missing, which saves a second parse of every payload.
-#[derive(serde::Deserialize)]
-struct CallAnswer<'a> {
-    #[serde(borrow)]
+/// The parts of a JSON tools/call answer the gateway reads, as spans of
+/// the answer's text ([`crate::json::Reader`]). The text block is skipped
+/// without decoding: it repeats `structuredContent` and is parsed only when
+/// that is missing. Absent and `null` members read alike; a member named
+/// twice is refused.
+struct CallFrame<'a> {
     jsonrpc: Option<Cow<'a, str>>,
-    error: Option<Value>,
-    #[serde(borrow)]
+    error: Option<&'a str>,
     result: Option<CallResult<'a>>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Default)]
 struct CallResult<'a> {
-    #[serde(rename = "resultType", borrow)]
     result_type: Option<Cow<'a, str>>,
-    #[serde(rename = "structuredContent", borrow)]
-    structured_content: Option<&'a RawValue>,
-    #[serde(borrow)]
-    content: Option<&'a RawValue>,
+    structured_content: Option<&'a str>,
+    content: Option<&'a str>,
+}
+
+impl<'a> CallFrame<'a> {
+    fn read(body: &'a [u8]) -> Result<CallFrame<'a>, json::Error> {
+        let mut r = json::Reader::from_slice(body)?;
+        let mut frame = CallFrame {
+            jsonrpc: None,
+            error: None,
+            result: None,
+        };
+        let mut seen = [false; 3];
+        r.object(|r, key| {
+            let slot = match key.as_ref() {
+                "jsonrpc" => 0,
+                "error" => 1,
+                "result" => 2,
+                _ => return r.skip().map(drop),
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(r.error("a member is named twice"));
+            }
+            match slot {
+                0 => frame.jsonrpc = optional_string(r)?,
+                1 => frame.error = optional_value(r)?,
+                _ => frame.result = CallResult::read(r)?,
+            }
+            Ok(())
+        })?;
+        r.finish()?;
+        Ok(frame)
+    }
+}
+
+impl<'a> CallResult<'a> {
+    fn read(r: &mut json::Reader<'a>) -> Result<Option<CallResult<'a>>, json::Error> {
+        if r.peek() == Some(b'n') {
+            return r.skip().map(|_| None);
+        }
+        let mut result = CallResult::default();
+        let mut seen = [false; 3];
+        r.object(|r, key| {
+            let slot = match key.as_ref() {
+                "resultType" => 0,
+                "structuredContent" => 1,
+                "content" => 2,
+                _ => return r.skip().map(drop),
+            };
+            if std::mem::replace(&mut seen[slot], true) {
+                return Err(r.error("a member is named twice"));
+            }
+            match slot {
+                0 => result.result_type = optional_string(r)?,
+                1 => result.structured_content = optional_value(r)?,
+                _ => result.content = optional_value(r)?,
+            }
+            Ok(())
+        })?;
+        Ok(Some(result))
+    }
+}
+
+/// A string member, or `null`.
+fn optional_string<'a>(r: &mut json::Reader<'a>) -> Result<Option<Cow<'a, str>>, json::Error> {
+    match r.peek() {
+        Some(b'n') => r.skip().map(|_| None),
+        _ => r.string().map(Some),
+    }
+}
+
+/// Any member's text, or `None` for `null`.
+fn optional_value<'a>(r: &mut json::Reader<'a>) -> Result<Option<&'a str>, json::Error> {
+    r.skip().map(|text| (text != "null").then_some(text))
 }
 
 /// The AAP payload of a tools/call answer.
@@ -646,7 +794,7 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
         })
         .map(Payload::Tree);
     }
-    let answer: CallAnswer<'_> = serde_json::from_slice(&reply.body).map_err(|_| {
+    let answer = CallFrame::read(&reply.body).map_err(|_| {
         BackendError::InvalidResponse(format!(
             "upstream answered HTTP {} with a body that is not a JSON-RPC tools/call response",
             reply.status
@@ -657,23 +805,23 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
             "upstream answer is not a JSON-RPC 2.0 message".into(),
         ));
     }
-    if let Some(e) = &answer.error {
-        return Err(protocol_error(e));
+    if let Some(e) = answer.error {
+        // Well-formed (the reader checked it); small, and a cold path.
+        return Err(protocol_error(
+            &serde_json::from_str(e).unwrap_or(Value::Null),
+        ));
     }
     let result = answer.result.ok_or_else(no_result)?;
-    if let Some(raw) = result
-        .structured_content
-        .filter(|raw| raw.get().starts_with('{'))
-    {
+    if let Some(text) = result.structured_content.filter(|t| t.starts_with('{')) {
         check_result_type(result.result_type.as_deref())?;
         // Passed on as text: the contract parses and validates it without
         // building a tree (see `aap::payload`).
-        return Ok(Payload::Text(raw.to_owned()));
+        return Ok(Payload::Text(JsonText::checked(text)));
     }
     tool_payload(result.result_type.as_deref(), None, || {
         result
             .content
-            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+            .map(serde_json::from_str::<Value>)
             .transpose()
             .map_err(|_| {
                 BackendError::InvalidResponse("tool result content is not valid JSON".into())
@@ -778,6 +926,44 @@ fn classify_probe(reply: &Reply, id: &Value) -> Result<Revision, BackendError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_calls_serialize_as_the_documented_messages() {
+        let id = json!("aapgw-7");
+        let args = json!({"type": "inventory.search.request", "filters": {"make": ["Toyota"]}});
+        let token = json!("p-1");
+        let body = |modern, progress_token| {
+            let call = ToolCall {
+                id: &id,
+                name: "aap_inventory_search",
+                arguments: &args,
+                meta: CallMeta {
+                    modern,
+                    progress_token,
+                },
+            };
+            serde_json::from_slice::<Value>(&serde_json::to_vec(&call).unwrap()).unwrap()
+        };
+        let modern_meta = McpUpstream::modern_meta();
+        assert_eq!(
+            body(true, None),
+            json!({"jsonrpc": "2.0", "id": "aapgw-7", "method": "tools/call",
+                "params": {"name": "aap_inventory_search", "arguments": args, "_meta": modern_meta}})
+        );
+        let mut with_token = modern_meta.clone();
+        with_token["progressToken"] = token.clone();
+        assert_eq!(body(true, Some(&token))["params"]["_meta"], with_token);
+        // Legacy: no per-request metadata, except a progress token.
+        assert_eq!(
+            body(false, None),
+            json!({"jsonrpc": "2.0", "id": "aapgw-7", "method": "tools/call",
+                "params": {"name": "aap_inventory_search", "arguments": args}})
+        );
+        assert_eq!(
+            body(false, Some(&token))["params"]["_meta"],
+            json!({"progressToken": "p-1"})
+        );
+    }
 
     #[test]
     fn sse_events_skip_comments_and_incomplete_tails() {

@@ -13,6 +13,7 @@ use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use async_trait::async_trait;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One validated skill call.
 #[derive(Debug, Clone, Copy)]
@@ -139,16 +140,18 @@ pub enum LeadKeyMode {
 }
 
 /// The typed request as forwarded: for `lead.submit` in scoped mode the
-/// key becomes `gw-<record>` (stable across retries and restarts).
-pub fn forwarded_request(call: &SkillCall<'_>, mode: LeadKeyMode) -> Value {
-    let mut req = call.request.clone();
-    if call.skill == Skill::LeadSubmit && mode == LeadKeyMode::Scoped {
-        if let (Some(r), Some(obj)) = (call.idempotency_ref, req.as_object_mut()) {
-            let short: String = r.chars().take(64).collect();
-            obj.insert("idempotency_key".into(), Value::from(format!("gw-{short}")));
-        }
+/// key becomes `gw-<record>` (stable across retries and restarts). Every
+/// other request goes out as the client sent it, without a copy.
+pub fn forwarded_request<'a>(call: &SkillCall<'a>, mode: LeadKeyMode) -> Cow<'a, Value> {
+    if call.skill != Skill::LeadSubmit || mode != LeadKeyMode::Scoped {
+        return Cow::Borrowed(call.request);
     }
-    req
+    let mut req = call.request.clone();
+    if let (Some(r), Some(obj)) = (call.idempotency_ref, req.as_object_mut()) {
+        let short: String = r.chars().take(64).collect();
+        obj.insert("idempotency_key".into(), Value::from(format!("gw-{short}")));
+    }
+    Cow::Owned(req)
 }
 
 /// The capabilities a forwarding backend advertises when the config names

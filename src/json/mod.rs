@@ -1,0 +1,642 @@
+//! Strict, fast reading of JSON answers from upstreams.
+//!
+//! A strict MCP upstream answers a search with a JSON-RPC frame of ~13 KB:
+//! the payload as `structuredContent` and again, escaped, as the text block.
+//! `serde_json` reads that correctly but pays a branch per escape in the text
+//! block and builds a tree with a `String` per key. This module reads it in
+//! one pass with [`Reader`]: strings are scanned 64 bytes at a time
+//! ([`scan`]), skipped values only report their span, and a payload becomes a
+//! [`Doc`] that borrows every string without escapes.
+//!
+//! The grammar is `serde_json`'s, checked against it by tests and by a
+//! differential fuzz target (`fuzz/fuzz_targets/json_reader.rs`): the same
+//! documents are accepted, including the nesting limit, and decoded
+//! to equal values. It is stricter in two places: a [`Doc`] refuses an
+//! object that repeats a member name, since the text is passed on and the
+//! client's parser might read the other member than the one validated; and
+//! a skipped value obeys the nesting limit too (`serde_json` skips without
+//! one).
+
+mod doc;
+pub mod scan;
+
+use doc::Node;
+pub use doc::{ArrayRef, Doc, DocJson, Elements, Members, NameScratch, NodeRef, ObjectRef};
+
+use serde_json::Number;
+use std::borrow::Cow;
+
+/// Containers nest at most this deep (`serde_json` refuses the 128th level).
+pub const MAX_DEPTH: usize = 127;
+
+/// Why a text is not (acceptable) JSON, and the byte offset where that
+/// became clear. Never quotes the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub what: &'static str,
+    pub at: usize,
+}
+
+impl Error {
+    pub fn new(what: &'static str, at: usize) -> Error {
+        Error { what, at }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.at)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A cursor over one JSON text.
+///
+/// ```
+/// use aap_gateway::json::Reader;
+/// let mut r = Reader::new(r#" {"id": 7, "result": {"text": "a\"b"}} "#);
+/// let mut result = None;
+/// r.object(|r, key| {
+///     if key == "result" {
+///         result = Some(r.skip()?);
+///     } else {
+///         r.skip()?;
+///     }
+///     Ok(())
+/// })
+/// .unwrap();
+/// r.finish().unwrap();
+/// assert_eq!(result, Some(r#"{"text": "a\"b"}"#));
+/// ```
+pub struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+    depth: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(text: &'a str) -> Reader<'a> {
+        Reader {
+            text,
+            pos: 0,
+            depth: 0,
+        }
+    }
+
+    /// A reader over bytes that must be UTF-8 (checked once, up front).
+    pub fn from_slice(bytes: &'a [u8]) -> Result<Reader<'a>, Error> {
+        std::str::from_utf8(bytes)
+            .map(Reader::new)
+            .map_err(|e| Error::new("invalid UTF-8", e.valid_up_to()))
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes().get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// The next significant byte, if any (whitespace is consumed).
+    pub fn peek(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.bytes().get(self.pos).copied()
+    }
+
+    fn expect(&mut self, byte: u8, what: &'static str) -> Result<(), Error> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error(what))
+        }
+    }
+
+    /// An error at the cursor.
+    pub fn error(&self, what: &'static str) -> Error {
+        Error::new(what, self.pos)
+    }
+
+    /// Only whitespace may follow the value read.
+    pub fn finish(mut self) -> Result<(), Error> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.error("trailing characters")),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), Error> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error("nesting too deep"));
+        }
+        Ok(())
+    }
+
+    /// Validate the next value and return its text.
+    pub fn skip(&mut self) -> Result<&'a str, Error> {
+        let start = match self.peek() {
+            Some(_) => self.pos,
+            None => return Err(self.error("expected a value")),
+        };
+        self.skip_value()?;
+        Ok(&self.text[start..self.pos])
+    }
+
+    fn skip_value(&mut self) -> Result<(), Error> {
+        match self.peek() {
+            Some(b'"') => self.string_span().map(|_| ()),
+            Some(b'{') => self.object(|r, _| r.skip_value()),
+            Some(b'[') => self.array(|r| r.skip_value()),
+            Some(b'-' | b'0'..=b'9') => self.number_span().map(|_| ()),
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'n') => self.literal("null"),
+            _ => Err(self.error("expected a value")),
+        }
+    }
+
+    /// Append the next value to a [`Doc`]'s nodes.
+    fn doc_into(&mut self, nodes: &mut Vec<Node<'a>>) -> Result<(), Error> {
+        match self.peek() {
+            Some(b'"') => {
+                let s = self.string()?;
+                nodes.push(Node::String(s));
+            }
+            Some(b'{') => {
+                let at = nodes.len();
+                nodes.push(Node::Object { len: 0, next: 0 });
+                let mut len = 0u32;
+                // One bit per name signature seen so far: only a name whose
+                // bit is already set is compared with the earlier names, so
+                // distinct names (the normal case) cost no comparisons.
+                let mut seen = 0u64;
+                self.object(|r, key| {
+                    let bit = 1u64 << signature(&key);
+                    if seen & bit != 0 && repeats(nodes, at, &key) {
+                        return Err(r.error("an object repeats a member name"));
+                    }
+                    seen |= bit;
+                    nodes.push(Node::String(key));
+                    len += 1;
+                    r.doc_into(nodes)
+                })?;
+                let next =
+                    u32::try_from(nodes.len()).map_err(|_| self.error("document too large"))?;
+                nodes[at] = Node::Object { len, next };
+            }
+            Some(b'[') => {
+                let at = nodes.len();
+                nodes.push(Node::Array { len: 0, next: 0 });
+                let mut len = 0u32;
+                self.array(|r| {
+                    len += 1;
+                    r.doc_into(nodes)
+                })?;
+                let next =
+                    u32::try_from(nodes.len()).map_err(|_| self.error("document too large"))?;
+                nodes[at] = Node::Array { len, next };
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let at = self.pos;
+                let (span, integer) = self.number_span()?;
+                let n = number(span, integer).ok_or(Error::new("number out of range", at))?;
+                nodes.push(Node::Number(n));
+            }
+            Some(b't') => {
+                self.literal("true")?;
+                nodes.push(Node::Bool(true));
+            }
+            Some(b'f') => {
+                self.literal("false")?;
+                nodes.push(Node::Bool(false));
+            }
+            Some(b'n') => {
+                self.literal("null")?;
+                nodes.push(Node::Null);
+            }
+            _ => return Err(self.error("expected a value")),
+        }
+        Ok(())
+    }
+
+    /// Read an object, calling `member` with the reader positioned at each
+    /// member's value, which `member` must consume.
+    pub fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.expect(b'{', "expected an object")?;
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(self.error("expected a member name"));
+            }
+            let key = self.string()?;
+            self.expect(b':', "expected ':'")?;
+            member(self, key)?;
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("expected ',' or '}'")),
+            }
+        }
+    }
+
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Result<(), Error>) -> Result<(), Error> {
+        self.expect(b'[', "expected an array")?;
+        self.enter()?;
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            item(self)?;
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("expected ',' or ']'")),
+            }
+        }
+    }
+
+    /// Read a string value, decoded (borrowed when it holds no escape).
+    pub fn string(&mut self) -> Result<Cow<'a, str>, Error> {
+        let at = self.pos;
+        let (raw, escaped) = self.string_span()?;
+        if !escaped {
+            return Ok(Cow::Borrowed(raw));
+        }
+        unescape(raw)
+            .map(Cow::Owned)
+            .map_err(|what| Error::new(what, at))
+    }
+
+    /// The raw content of the string at the cursor, between its quotes.
+    fn string_span(&mut self) -> Result<(&'a str, bool), Error> {
+        self.expect(b'"', "expected a string")?;
+        let start = self.pos;
+        let end = scan::string_end(self.bytes(), start)?;
+        self.pos = end.close + 1;
+        // Both ends sit at ASCII quotes, so this slice is on char boundaries.
+        let raw = self
+            .text
+            .get(start..end.close)
+            .ok_or(Error::new("invalid UTF-8", start))?;
+        Ok((raw, end.escaped))
+    }
+
+    /// The text of the number at the cursor, and whether it is an integer
+    /// (no fraction, no exponent).
+    fn number_span(&mut self) -> Result<(&'a str, bool), Error> {
+        let b = self.bytes();
+        let start = self.pos;
+        let mut i = start;
+        let digits = |mut i: usize| {
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            i
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => i = digits(i),
+            _ => return Err(Error::new("invalid number", i)),
+        }
+        let mut integer = true;
+        if b.get(i) == Some(&b'.') {
+            integer = false;
+            let after = digits(i + 1);
+            if after == i + 1 {
+                return Err(Error::new("invalid number", after));
+            }
+            i = after;
+        }
+        if let Some(b'e' | b'E') = b.get(i) {
+            integer = false;
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            let after = digits(i);
+            if after == i {
+                return Err(Error::new("invalid number", after));
+            }
+            i = after;
+        }
+        // A digit straight after a leading zero (`01`) is not JSON.
+        if b.get(i).is_some_and(u8::is_ascii_digit) {
+            return Err(Error::new("invalid number", i));
+        }
+        self.pos = i;
+        // ASCII only between `start` and `i`.
+        let span = self
+            .text
+            .get(start..i)
+            .ok_or(Error::new("invalid number", start))?;
+        Ok((span, integer))
+    }
+
+    fn literal(&mut self, word: &'static str) -> Result<(), Error> {
+        if self
+            .text
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(word))
+        {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.error("invalid literal"))
+        }
+    }
+}
+
+/// Whether the object whose node is `nodes[at]` (still being read) already
+/// has a member named `name`.
+fn repeats(nodes: &[Node<'_>], at: usize, name: &str) -> bool {
+    let mut i = at + 1;
+    while let Some(Node::String(k)) = nodes.get(i) {
+        if k == name {
+            return true;
+        }
+        i = match nodes.get(i + 1) {
+            Some(Node::Array { next, .. } | Node::Object { next, .. }) => *next as usize,
+            Some(_) => i + 2,
+            None => break,
+        };
+    }
+    false
+}
+
+/// A cheap 6-bit digest of a member name (length and first and last bytes).
+fn signature(name: &str) -> u32 {
+    let b = name.as_bytes();
+    let first = b.first().copied().unwrap_or(0) as u32;
+    let last = b.last().copied().unwrap_or(0) as u32;
+    (b.len() as u32)
+        .wrapping_mul(7)
+        .wrapping_add(first.wrapping_mul(3))
+        .wrapping_add(last)
+        % 64
+}
+
+/// A number's value as `serde_json` reads it: integers as `u64`/`i64` when
+/// they fit, else (and for fractions and exponents) the nearest `f64`;
+/// `None` when that is not finite. `-0` is the float `-0.0`, as in
+/// `serde_json`.
+fn number(span: &str, integer: bool) -> Option<Number> {
+    if integer {
+        if let Some(magnitude) = span.strip_prefix('-') {
+            if magnitude != "0" {
+                if let Ok(n) = span.parse::<i64>() {
+                    return Some(Number::from(n));
+                }
+            }
+        } else if let Ok(n) = span.parse::<u64>() {
+            return Some(Number::from(n));
+        }
+    }
+    span.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .and_then(Number::from_f64)
+}
+
+/// Decode the escapes of a string's raw content (already scanned, so every
+/// escape is well-formed; surrogates are paired here).
+fn unescape(raw: &str) -> Result<String, &'static str> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let b = rest.as_bytes();
+        let (ch, used) = match b.get(i + 1) {
+            Some(b'"') => ('"', 2),
+            Some(b'\\') => ('\\', 2),
+            Some(b'/') => ('/', 2),
+            Some(b'b') => ('\u{8}', 2),
+            Some(b'f') => ('\u{c}', 2),
+            Some(b'n') => ('\n', 2),
+            Some(b'r') => ('\r', 2),
+            Some(b't') => ('\t', 2),
+            Some(b'u') => {
+                let high = hex4(rest, i + 2).ok_or("invalid \\u escape")?;
+                match high {
+                    0xD800..=0xDBFF => {
+                        if rest.get(i + 6..i + 8) != Some("\\u") {
+                            return Err("lone leading surrogate in hex escape");
+                        }
+                        let low = hex4(rest, i + 8).ok_or("invalid \\u escape")?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return Err("lone leading surrogate in hex escape");
+                        }
+                        let c = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                        (char::from_u32(c).ok_or("invalid \\u escape")?, 12)
+                    }
+                    0xDC00..=0xDFFF => return Err("lone trailing surrogate in hex escape"),
+                    c => (char::from_u32(c).ok_or("invalid \\u escape")?, 6),
+                }
+            }
+            _ => return Err("invalid escape"),
+        };
+        out.push(ch);
+        rest = rest.get(i + used..).ok_or("invalid escape")?;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn hex4(s: &str, at: usize) -> Option<u32> {
+    let digits = s.get(at..at + 4)?;
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// Read a whole text as a `Doc` and as a skipped value; compare with
+    /// `serde_json`.
+    fn check(text: &str) {
+        let theirs = serde_json::from_str::<Value>(text);
+        let ours = Doc::parse(text);
+        match (&ours, &theirs) {
+            (Ok(d), Ok(v)) => assert!(same(&d.to_value(), v), "{text}: {d:?} vs {v}"),
+            (Err(_), Err(_)) => {}
+            // Repeated member names are the one deliberate difference.
+            (Err(e), Ok(_)) if e.what == "an object repeats a member name" => {}
+            _ => panic!("{text:?}: ours {ours:?}, serde_json {theirs:?}"),
+        }
+        let mut r = Reader::new(text);
+        let skipped = r.skip().and_then(|s| r.finish().map(|_| s));
+        let ignored = serde_json::from_str::<serde::de::IgnoredAny>(text);
+        // `serde_json` skips without a nesting limit; this reader keeps it
+        // (it recurses), the one place where it is stricter.
+        let too_deep = matches!(&skipped, Err(e) if e.what == "nesting too deep");
+        assert!(
+            skipped.is_ok() == ignored.is_ok() || too_deep,
+            "skip {text:?}: {skipped:?}"
+        );
+    }
+
+    /// Equal, with floats within an ulp or two (`serde_json` parses floats
+    /// best-effort unless built with `float_roundtrip`; ours are exact).
+    fn same(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
+                let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+                x == y || (x - y).abs() <= x.abs().max(y.abs()) * 1e-15
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|((k, a), (l, b))| k == l && same(a, b))
+            }
+            _ => a == b,
+        }
+    }
+
+    #[test]
+    fn agrees_with_serde_json() {
+        let deep_ok = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let too_deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        let texts = [
+            r#"{"type":"x","a":[1,-2,3.5,1e3,18446744073709551615,-9223372036854775808],"b":{"c":null,"d":true,"e":false}}"#,
+            r#"{"q":"quote \" backslash \\ slash \/ newline \n tab \t \u00e9 \ud83d\ude97 \b\f\r"}"#,
+            "  {\n  \"pretty\" : [ ] ,\n \"o\" : { } }\n",
+            "[]",
+            r#""just a string""#,
+            "0",
+            "-0",
+            "-0.0",
+            "0.5",
+            "1E5",
+            "1e+5",
+            "1e-5",
+            "-12.5e-3",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "1e308",
+            "1e309",
+            "-1e400",
+            "1e-400",
+            "2.2250738585072014e-308",
+            "01",
+            "-",
+            "1.",
+            ".5",
+            "+1",
+            "1e",
+            "1e+",
+            "--1",
+            "0x1",
+            "1.5.5",
+            "00",
+            "tru",
+            "truex",
+            "nul",
+            "null",
+            "[1,]",
+            "[,1]",
+            "{,}",
+            r#"{"a":1,}"#,
+            r#"{"a"}"#,
+            r#"{"a" 1}"#,
+            "{1:2}",
+            r#"{"a":1"#,
+            "[1",
+            "",
+            " ",
+            "[1] x",
+            "[1]\n",
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\ud800\u0041""#,
+            r#""\ud83d""#,
+            r#""\u12""#,
+            r#""\x""#,
+            "\"raw \u{1} control\"",
+            "\"tab\tinside\"",
+            r#""\u0000""#,
+            r#"{"":""}"#,
+            r#"{"a":{"x":1},"b":{"x":2}}"#,
+            r#"{"a":1,"a":1}"#,
+            r#"{"v":[{"x":1,"y":2,"x":3}]}"#,
+            &deep_ok,
+            &too_deep,
+        ];
+        for t in texts {
+            check(t);
+        }
+    }
+
+    #[test]
+    fn strings_borrow_unless_escaped() {
+        let text = r#"{"plain":"abc","esc":"a\nb"}"#;
+        let mut r = Reader::new(text);
+        let mut got = Vec::new();
+        r.object(|r, _| {
+            got.push(r.string()?);
+            Ok(())
+        })
+        .unwrap();
+        assert!(matches!(&got[0], Cow::Borrowed("abc")));
+        assert!(matches!(&got[1], Cow::Owned(s) if s == "a\nb"));
+        let doc = Doc::parse(text).unwrap();
+        assert_eq!(doc.root().member("esc").unwrap().as_str(), Some("a\nb"));
+    }
+
+    #[test]
+    fn errors_name_the_place_not_the_input() {
+        let e = Doc::parse(r#"{"secret":"x", oops}"#).unwrap_err();
+        assert_eq!(e.what, "expected a member name");
+        assert_eq!(e.at, 15);
+        assert!(!e.to_string().contains("secret"));
+        assert!(Reader::from_slice(b"\"\xff\"").is_err());
+    }
+
+    #[test]
+    fn long_escaped_text_blocks_decode_like_serde_json() {
+        // A payload escaped into a string, as the MCP text block carries it,
+        // long enough to cross many 64-byte blocks.
+        let payload = serde_json::json!({"vehicles": (0..40).map(|i| serde_json::json!({
+            "vin": format!("VIN{i:014}"), "note": "a \"quoted\" \\ back\\slash\n", "é": i
+        })).collect::<Vec<_>>()});
+        let block = serde_json::to_string(&payload.to_string()).unwrap();
+        check(&block);
+        let doc = Doc::parse(&block).unwrap();
+        let s = doc.root().as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(s).unwrap(), payload);
+    }
+}

@@ -1,0 +1,389 @@
+//! Finding the end of a JSON string.
+//!
+//! Most strings in an answer are short names and values. One is not: the
+//! MCP text block holds the whole payload as JSON text, so it is kilobytes
+//! long with a `\"` every few bytes. A byte loop pays a branch per escape
+//! there. This scanner works on 64-byte blocks instead: it builds bit masks
+//! of quotes, backslashes and control characters (SSE2 on x86_64), derives
+//! which characters are escaped with carry arithmetic over the backslash
+//! runs, and so costs a few branches per block, not one per escape.
+//!
+//! It validates as it goes, with the same rules as `serde_json` for a string
+//! it skips: no raw control characters, only the escapes JSON defines, four
+//! hex digits after `\u`. Surrogate pairing is checked where a string is
+//! decoded ([`super::unescape`]), as in `serde_json`.
+
+use super::Error;
+
+const BLOCK: usize = 64;
+/// Bits 1, 3, 5, …
+const ODD_BITS: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+/// Bits 0, 2, 4, …
+const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
+
+/// Bit `i` is set when byte `i` of a block is a quote / a backslash / below 0x20.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    control: u64,
+}
+
+/// Where a string ends: the index of its closing quote, and whether it
+/// holds any escape (so it cannot be borrowed as is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StrEnd {
+    pub close: usize,
+    pub escaped: bool,
+}
+
+/// Scan the string whose first content byte is `bytes[start]` (just after
+/// the opening quote).
+///
+/// ```
+/// use aap_gateway::json::scan::string_end;
+/// let text = br#""a \"quoted\" word" tail"#;
+/// let end = string_end(text, 1).unwrap();
+/// assert_eq!(end.close, 18);
+/// assert!(end.escaped);
+/// assert!(string_end(br#""open"#, 1).is_err());
+/// ```
+#[inline]
+pub fn string_end(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
+    // Most strings have no escapes: look 16 bytes at a time for the first
+    // quote, backslash or control character. Only a backslash sends the
+    // string to the block scanner.
+    let mut pos = start;
+    while let Some(lane) = bytes.get(pos..).and_then(|rest| rest.first_chunk::<16>()) {
+        let special = special16(lane);
+        if special == 0 {
+            pos += 16;
+            continue;
+        }
+        let i = special.trailing_zeros() as usize;
+        match lane[i] {
+            b'"' => {
+                return Ok(StrEnd {
+                    close: pos + i,
+                    escaped: false,
+                })
+            }
+            b'\\' => break,
+            _ => return Err(Error::new("control character in a string", pos + i)),
+        }
+    }
+    string_end_blocks(bytes, start)
+}
+
+/// The general case, 64 bytes at a time (kept out of line so the short
+/// path above stays small).
+#[inline(never)]
+fn string_end_blocks(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
+    let mut pos = start;
+    // 1 when the first byte of the next block is escaped by a backslash run
+    // that ended the previous block.
+    let mut carry = 0u64;
+    let mut escaped_any = false;
+    loop {
+        let rest = bytes.get(pos..).unwrap_or_default();
+        let mut padded = [b' '; BLOCK];
+        let (block, valid): (&[u8; BLOCK], u64) = match rest.first_chunk::<BLOCK>() {
+            Some(block) => (block, !0),
+            None => {
+                padded[..rest.len()].copy_from_slice(rest);
+                (&padded, (1u64 << rest.len()) - 1)
+            }
+        };
+        let m = masks(block);
+        let backslash = m.backslash & valid;
+        let (escaped, next_carry) = escaped_bits(backslash, carry);
+        let quotes = m.quote & valid & !escaped;
+        // Only what precedes the closing quote belongs to this string.
+        let inside = if quotes != 0 {
+            (1u64 << quotes.trailing_zeros()) - 1
+        } else {
+            valid
+        };
+        if m.control & inside != 0 {
+            let at = pos + (m.control & inside).trailing_zeros() as usize;
+            return Err(Error::new("control character in a string", at));
+        }
+        // `\"` and `\\` are the common escapes and already valid; any other
+        // escaped byte is checked on its own (they are rare).
+        let mut others = escaped & inside & !(m.quote | m.backslash);
+        while others != 0 {
+            check_escape(bytes, pos + others.trailing_zeros() as usize)?;
+            others &= others - 1;
+        }
+        escaped_any |= backslash & inside != 0;
+        if quotes != 0 {
+            return Ok(StrEnd {
+                close: pos + quotes.trailing_zeros() as usize,
+                escaped: escaped_any,
+            });
+        }
+        if rest.len() < BLOCK {
+            return Err(Error::new("unterminated string", bytes.len()));
+        }
+        carry = next_carry;
+        pos += BLOCK;
+    }
+}
+
+/// The byte at `at` follows a backslash: it must name a JSON escape.
+fn check_escape(bytes: &[u8], at: usize) -> Result<(), Error> {
+    match bytes.get(at) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(()),
+        Some(b'u') => match bytes.get(at + 1..at + 5) {
+            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(()),
+            Some(_) => Err(Error::new("invalid \\u escape", at)),
+            None => Err(Error::new("unterminated string", bytes.len())),
+        },
+        Some(_) => Err(Error::new("invalid escape", at)),
+        None => Err(Error::new("unterminated string", bytes.len())),
+    }
+}
+
+/// Which bytes of a block are escaped, given its backslash mask and
+/// whether the previous block's last backslash run escapes byte 0.
+/// Returns the escaped mask and the carry into the next block.
+///
+/// In a run of backslashes starting at `s`, the bytes at `s+1, s+3, …` up
+/// to one past the run are escaped: the odd offsets from `s`. So a run that
+/// starts on an even bit escapes odd bits, and the reverse. Adding each
+/// odd-starting run's first bit to the mask clears exactly those runs
+/// (the carry ripples through them), which separates the two kinds without
+/// a loop.
+fn escaped_bits(backslash: u64, carry: u64) -> (u64, u64) {
+    // An escaped backslash starts nothing.
+    let b = backslash & !carry;
+    let run_starts = b & !(b << 1);
+    let cleared = b.wrapping_add(run_starts & ODD_BITS);
+    let even_runs = b & cleared;
+    let odd_runs = b & !cleared;
+    let escaped = ((even_runs << 1) & ODD_BITS) | ((odd_runs << 1) & EVEN_BITS) | carry;
+    // An odd-starting run that reaches bit 63 has odd length: it escapes
+    // the first byte of the next block. An even-starting one there has even
+    // length and does not.
+    (escaped, odd_runs >> 63)
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn masks(block: &[u8; BLOCK]) -> Masks {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of
+    // the x86_64 baseline), which is all `masks_sse2` requires.
+    unsafe { masks_sse2(block) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn masks_sse2(block: &[u8; BLOCK]) -> Masks {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_set1_epi8};
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    let below_space = _mm_set1_epi8(0x1f);
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        control: 0,
+    };
+    for (k, lane) in block.chunks_exact(16).enumerate() {
+        let v = load16(lane);
+        let bits = |x| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
+        m.quote |= bits(_mm_cmpeq_epi8(v, quote));
+        m.backslash |= bits(_mm_cmpeq_epi8(v, backslash));
+        // Unsigned `byte <= 0x1f` is `min(byte, 0x1f) == byte`.
+        m.control |= bits(_mm_cmpeq_epi8(_mm_min_epu8(v, below_space), v));
+    }
+    m
+}
+
+/// Bit `i` set when byte `i` is a quote, a backslash or below 0x20.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn special16(lane: &[u8; 16]) -> u32 {
+    // SAFETY: as for `masks`.
+    unsafe { special16_sse2(lane) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn special16_sse2(lane: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let v = load16(lane);
+    let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+    let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+    let below_space = _mm_set1_epi8(0x1f);
+    let control = _mm_cmpeq_epi8(_mm_min_epu8(v, below_space), v);
+    u32::from(_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u16)
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn load16(lane: &[u8]) -> std::arch::x86_64::__m128i {
+    let word = |half: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(half);
+        i64::from_le_bytes(w)
+    };
+    std::arch::x86_64::_mm_set_epi64x(word(&lane[8..16]), word(&lane[..8]))
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+fn special16(lane: &[u8; 16]) -> u32 {
+    lane.iter().enumerate().fold(0, |m, (i, &b)| {
+        m | (u32::from(b == b'"' || b == b'\\' || b < 0x20) << i)
+    })
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+fn masks(block: &[u8; BLOCK]) -> Masks {
+    masks_portable(block)
+}
+
+/// The masks byte by byte: the reference for the SIMD version, and the
+/// path on other architectures.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn masks_portable(block: &[u8; BLOCK]) -> Masks {
+    let mut m = Masks {
+        quote: 0,
+        backslash: 0,
+        control: 0,
+    };
+    for (i, &b) in block.iter().enumerate() {
+        m.quote |= u64::from(b == b'"') << i;
+        m.backslash |= u64::from(b == b'\\') << i;
+        m.control |= u64::from(b < 0x20) << i;
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One bit at a time, as the grammar reads.
+    fn escaped_bits_reference(backslash: u64, carry: u64) -> (u64, u64) {
+        let mut pending = carry == 1;
+        let mut escaped = 0u64;
+        for i in 0..64 {
+            if pending {
+                escaped |= 1 << i;
+                pending = false;
+            } else if backslash >> i & 1 == 1 {
+                pending = true;
+            }
+        }
+        (escaped, u64::from(pending))
+    }
+
+    #[test]
+    fn escaped_bits_match_the_sequential_reading() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut masks = vec![0, !0, 1, 1 << 63, 3 << 62, 0x8000_0000_0000_0001, ODD_BITS];
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Dense, sparse and run-heavy patterns.
+            masks.extend([x, x & (x >> 1), x | (x >> 3), x & (x >> 2) & (x >> 5)]);
+        }
+        for m in masks {
+            for carry in [0, 1] {
+                assert_eq!(
+                    escaped_bits(m, carry),
+                    escaped_bits_reference(m, carry),
+                    "{m:064b} carry {carry}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn simd_masks_match_the_portable_ones() {
+        let mut block = [0u8; BLOCK];
+        for seed in 0..2_000u32 {
+            for (i, b) in block.iter_mut().enumerate() {
+                let r = (seed.wrapping_mul(2_654_435_761) ^ (i as u32).wrapping_mul(40_503)) >> 7;
+                *b = [b'"', b'\\', 0x00, 0x1f, 0x20, b'a', 0x7f, 0x80, 0xff, 0x9f][r as usize % 10];
+            }
+            assert_eq!(masks(&block), masks_portable(&block));
+        }
+    }
+
+    /// What `serde_json` says about the same string.
+    fn serde_agrees(content: &[u8]) {
+        let mut text = vec![b'"'];
+        text.extend_from_slice(content);
+        let ours = string_end(&text, 1);
+        let mut de = serde_json::Deserializer::from_slice(&text);
+        let theirs = serde::de::IgnoredAny::deserialize(&mut de).map(|_| ());
+        assert_eq!(
+            ours.is_ok(),
+            theirs.is_ok(),
+            "{:?}",
+            String::from_utf8_lossy(content)
+        );
+        if let Ok(end) = ours {
+            assert_eq!(text[end.close], b'"');
+            assert_eq!(end.escaped, text[1..end.close].contains(&b'\\'));
+        }
+    }
+    use serde::Deserialize;
+
+    #[test]
+    fn agrees_with_serde_json_on_strings_of_every_length() {
+        let pieces: [&[u8]; 12] = [
+            b"a",
+            b"\\\"",
+            b"\\\\",
+            b"\\n",
+            b"\\u00e9",
+            b"\\",
+            b"\x01",
+            b"\\x",
+            b"\\u12G4",
+            b"\"",
+            b"\xc3\xa9",
+            b"\\/",
+        ];
+        let mut x: u32 = 7;
+        for len in 0..200 {
+            for _ in 0..20 {
+                let mut s = Vec::new();
+                while s.len() < len {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    // Mostly plain bytes and valid escapes, now and then an error.
+                    let p = match x % 40 {
+                        0 => pieces[5],
+                        1 => pieces[6],
+                        2 => pieces[7],
+                        3 => pieces[8],
+                        4 => pieces[9],
+                        n => pieces[[0, 0, 0, 1, 1, 2, 3, 4, 10, 11][n as usize % 10]],
+                    };
+                    s.extend_from_slice(p);
+                }
+                serde_agrees(&s);
+                let mut closed = s.clone();
+                closed.push(b'"');
+                serde_agrees(&closed);
+            }
+        }
+        // A run of backslashes across a block boundary, both parities.
+        for run in 1..6 {
+            for at in 58..70 {
+                let mut s = vec![b'a'; at];
+                s.extend(std::iter::repeat_n(b'\\', run));
+                s.extend_from_slice(b"\" tail\"");
+                serde_agrees(&s);
+            }
+        }
+    }
+}
