@@ -2,7 +2,7 @@
 //! envelope parse, header normalization, argument validation, result shaping.
 //! Run: `cargo bench --bench core`.
 
-use aap_gateway::aap::payload::{JsonText, Payload};
+use aap_gateway::aap::payload::Payload;
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
 use aap_gateway::json::Doc;
@@ -12,6 +12,7 @@ use aap_gateway::mcp::jsonrpc::result_body;
 use aap_gateway::mcp::result::{tool_message, ToolResult};
 use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
 use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
+use aap_gateway::upstream::mcp::read_json_answer;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;
@@ -93,18 +94,29 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
-    // An upstream's answer arrives as text. What the gateway did with it
-    // before (parse into a `Value`, validate, write) against what it does
-    // now (parse into a borrowed `Doc`, validate that, write the text).
+    // A strict MCP upstream's answer arrives as a JSON-RPC frame carrying
+    // the payload twice (structured and as the text block). From those
+    // bytes to the client's: what a `serde_json` reading costs (baseline:
+    // the frame into a `Value`, the payload validated and written), against
+    // what the gateway does (`json::Reader`: the text block skipped, the
+    // payload read once into a `Doc`, validated as that, its text written).
     let text = serde_json::to_string(&payload).expect("serializes");
+    let frame = format!(
+        r#"{{"jsonrpc":"2.0","id":"aapgw-1","result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{text},"isError":false,"resultType":"complete"}}}}"#,
+        serde_json::to_string(&text).expect("serializes")
+    );
     c.bench_function(
-        "upstream payload via Value: parse + validate + write (baseline, 20 vehicles)",
+        "upstream answer to client bytes via serde_json Value (baseline, 20 vehicles)",
         |b| {
             b.iter(|| {
-                let v: serde_json::Value = serde_json::from_str(black_box(&text)).expect("parses");
-                assert!(schemas.validate_result(Skill::InventorySearch, &v).is_ok());
+                let mut v: serde_json::Value =
+                    serde_json::from_str(black_box(&frame)).expect("parses");
+                let payload = v["result"]["structuredContent"].take();
+                assert!(schemas
+                    .validate_result(Skill::InventorySearch, &payload)
+                    .is_ok());
                 let r = ToolResult {
-                    payload: v.into(),
+                    payload: payload.into(),
                     is_error: false,
                 };
                 tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
@@ -112,21 +124,32 @@ fn benches(c: &mut Criterion) {
         },
     );
     c.bench_function(
-        "upstream payload via Doc: parse + validate + write text (20 vehicles)",
+        "upstream answer to client bytes via json::Reader and Doc (20 vehicles)",
         |b| {
             b.iter(|| {
-                let raw = JsonText::new(black_box(&text)).expect("well-formed");
-                let doc = Doc::parse(raw.as_str()).expect("parses");
+                let payload = read_json_answer(black_box(frame.as_bytes()), 200).expect("reads");
+                let Payload::Doc(doc) = &payload else {
+                    panic!("not read as a document")
+                };
                 assert!(!doc.has_integral_float());
-                assert!(schemas.result_holds(Skill::InventorySearch, &doc));
-                drop(doc);
+                assert!(schemas.result_holds(Skill::InventorySearch, doc));
                 let r = ToolResult {
-                    payload: Payload::Text(raw),
+                    payload,
                     is_error: false,
                 };
                 tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
             })
         },
+    );
+    c.bench_function(
+        "upstream answer frame read by serde_json into a Value (20 vehicles)",
+        |b| {
+            b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&frame)).expect("parses"))
+        },
+    );
+    c.bench_function(
+        "upstream answer frame read by json::Reader (20 vehicles)",
+        |b| b.iter(|| read_json_answer(black_box(frame.as_bytes()), 200).expect("reads")),
     );
     c.bench_function("parse upstream payload into a Value (20 vehicles)", |b| {
         b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)).expect("parses"))

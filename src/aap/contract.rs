@@ -3,7 +3,7 @@
 //! consent, quota, idempotency, the backend call and result validation.
 
 use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
-use super::payload::{JsonText, Payload};
+use super::payload::Payload;
 use super::schemas::SchemaSet;
 use super::skill::Skill;
 use crate::json::Doc;
@@ -286,7 +286,7 @@ impl Contract {
         };
         let payload = match payload {
             Payload::Tree(v) => v,
-            Payload::Text(text) => match self.checked_text(skill, text) {
+            Payload::Doc(doc) => match self.checked_doc(skill, doc) {
                 Ok(outcome) => return Ok(outcome),
                 Err(Some(tree)) => tree,
                 Err(None) => return Ok(upstream_invalid(skill)),
@@ -299,20 +299,12 @@ impl Contract {
         Ok(ToolOutcome::from_payload(payload))
     }
 
-    /// Validate a payload that arrived as JSON text without building a
-    /// `Value`, and pass the text on. `Err(Some(tree))` hands it back as a
-    /// tree when its numbers need normalizing (`18999.0` becomes `18999`,
-    /// which changes the text) so the caller takes the tree path;
+    /// Validate a payload that arrived as JSON text (read into a [`Doc`],
+    /// no `Value` built) and pass the text on. `Err(Some(tree))` hands it
+    /// back as a tree when its numbers need normalizing (`18999.0` becomes
+    /// `18999`, which changes the text) so the caller takes the tree path;
     /// `Err(None)` means it is not a valid result.
-    fn checked_text(&self, skill: Skill, text: JsonText) -> Result<ToolOutcome, Option<Value>> {
-        let Ok(doc) = Doc::parse(text.as_str()) else {
-            tracing::error!(
-                backend = self.backend.kind(),
-                skill = skill.id(),
-                "backend result is not a JSON document with unique member names"
-            );
-            return Err(None);
-        };
+    fn checked_doc(&self, skill: Skill, doc: Doc) -> Result<ToolOutcome, Option<Value>> {
         if doc.has_integral_float() {
             let mut tree = doc.to_value();
             crate::upstream::normalize_numbers(&mut tree);
@@ -338,9 +330,8 @@ impl Contract {
         } else {
             "ok".to_owned()
         };
-        drop(doc);
         Ok(ToolOutcome {
-            payload: Payload::Text(text),
+            payload: Payload::Doc(doc),
             is_error,
             outcome,
         })

@@ -5,9 +5,10 @@
 //! that text into a `Value` only to validate it and write it out again was the
 //! largest single cost of a proxied search (a 6 KB answer is ~200 nodes: an
 //! `IndexMap` per object, a `String` per key and value). So the upstream's
-//! text is kept as [`Payload::Text`], validated through a borrowed
-//! [`crate::json::Doc`], and the client receives the upstream's own bytes.
+//! text is read once into a [`Doc`] (flat nodes over the text), validated as
+//! that, and the client receives the upstream's own bytes.
 
+use crate::json::Doc;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -16,37 +17,9 @@ use std::borrow::Cow;
 pub enum Payload {
     /// Built in memory (embedded dealer, A2A, gateway errors, replays).
     Tree(Value),
-    /// JSON text of an object, as a strict MCP upstream sent it.
-    Text(JsonText),
-}
-
-/// The text of one JSON value, known to be well-formed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonText(String);
-
-impl JsonText {
-    /// Check `text` (one JSON value, surrounding whitespace allowed).
-    ///
-    /// ```
-    /// use aap_gateway::aap::payload::JsonText;
-    /// assert!(JsonText::new(r#"{"type": "x"}"#).is_ok());
-    /// assert!(JsonText::new(r#"{"type": }"#).is_err());
-    /// ```
-    pub fn new(text: &str) -> Result<JsonText, crate::json::Error> {
-        let mut reader = crate::json::Reader::new(text);
-        reader.skip()?;
-        reader.finish()?;
-        Ok(JsonText(text.to_owned()))
-    }
-
-    /// Text that a [`crate::json::Reader`] has already skipped as one value.
-    pub(crate) fn checked(text: &str) -> JsonText {
-        JsonText(text.to_owned())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+    /// Read from a strict MCP upstream's `structuredContent`: parsed, and
+    /// written on as the upstream's own text.
+    Doc(Doc),
 }
 
 impl From<Value> for Payload {
@@ -62,16 +35,12 @@ impl PartialEq for Payload {
 }
 
 impl Payload {
-    /// The payload as a `Value` (parsed on demand for [`Payload::Text`]:
+    /// The payload as a `Value` (built on demand for [`Payload::Doc`]:
     /// error paths, idempotency records and tests, never the hot path).
     pub fn to_value(&self) -> Cow<'_, Value> {
         match self {
             Payload::Tree(v) => Cow::Borrowed(v),
-            // The text is well-formed JSON, so this cannot fail; `Null`
-            // keeps it total anyway.
-            Payload::Text(text) => {
-                Cow::Owned(serde_json::from_str(text.as_str()).unwrap_or(Value::Null))
-            }
+            Payload::Doc(doc) => Cow::Owned(doc.to_value()),
         }
     }
 
@@ -88,12 +57,11 @@ mod tests {
     use super::*;
     use crate::aap::schemas::SchemaSet;
     use crate::aap::skill::Skill;
-    use crate::json::Doc;
     use serde_json::json;
 
     #[test]
     fn payload_text_and_tree_compare_by_value() {
-        let text = Payload::Text(JsonText::new(r#"{ "type" : "x" }"#).unwrap());
+        let text = Payload::Doc(Doc::parse(r#"{ "type" : "x" }"#).unwrap());
         assert_eq!(text, Payload::Tree(json!({"type": "x"})));
         assert_eq!(text.into_value(), json!({"type": "x"}));
     }

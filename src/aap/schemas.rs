@@ -172,7 +172,7 @@ impl SchemaSet {
     /// [`SchemaSet::validate_result`] for a borrowed document: only whether
     /// it holds (the details of a failure come from the `Value` path, which
     /// is the cold one).
-    pub fn result_holds(&self, skill: Skill, instance: &Doc<'_>) -> bool {
+    pub fn result_holds(&self, skill: Skill, instance: &Doc) -> bool {
         let stem = if instance.type_name() == Some(ERROR_TYPE) {
             Cow::Borrowed("error")
         } else {

@@ -1,17 +1,19 @@
-//! [`Doc`]: a JSON document held as one flat array of nodes, borrowing its
-//! strings from the text it was read from, and its adapter for `jsonschema`
-//! ([`DocJson`]).
+//! [`Doc`]: a parsed JSON value that keeps the text it was read from, and
+//! its adapter for `jsonschema` ([`DocJson`]).
 //!
-//! One array for the whole document means one growing allocation instead of
-//! one per object and array, and nodes are written in place instead of being
-//! returned up the parser's recursion. A container records its length and
-//! where its last descendant ends, so a reader can step over it.
+//! The nodes sit in one flat array (one growing allocation instead of one per
+//! object and array; nodes written in place instead of returned up the
+//! parser's recursion). A string without escapes is a byte range of the
+//! text, so reading copies none of them, and the document owns its text, so
+//! it can travel from the upstream that read it to the contract that
+//! validates it and the writer that passes the same bytes on.
 
 use super::{Error, Reader};
 use serde_json::{Number, Value};
 use std::borrow::Cow;
+use std::ops::Range;
 
-/// A parsed JSON document.
+/// A parsed JSON value with its text.
 ///
 /// ```
 /// use aap_gateway::json::Doc;
@@ -19,20 +21,31 @@ use std::borrow::Cow;
 /// let doc = Doc::parse(text).unwrap();
 /// assert_eq!(doc.to_value(), serde_json::from_str::<serde_json::Value>(text).unwrap());
 /// assert_eq!(doc.type_name(), Some("x"));
+/// assert_eq!(doc.raw(), text);
 /// assert!(Doc::parse(r#"{"a":1,"a":2}"#).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct Doc<'a> {
-    nodes: Vec<Node<'a>>,
+pub struct Doc {
+    /// The text read (for an upstream answer, the whole frame).
+    text: String,
+    /// Where the value itself is in `text`.
+    span: Range<usize>,
+    nodes: Vec<Node>,
 }
 
 /// One value. An object's members follow it as name, value, name, value…
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Node<'a> {
+pub(super) enum Node {
     Null,
     Bool(bool),
     Number(Number),
-    String(Cow<'a, str>),
+    /// A string without escapes: its bytes in the text.
+    Str {
+        start: u32,
+        end: u32,
+    },
+    /// A string with escapes, decoded.
+    Decoded(Box<str>),
     /// `next`: the index just past the container's last descendant.
     Array {
         len: u32,
@@ -44,23 +57,28 @@ pub(super) enum Node<'a> {
     },
 }
 
-impl<'a> Doc<'a> {
+impl Doc {
     /// Read one JSON text (surrounding whitespace allowed, nothing else).
-    pub fn parse(text: &'a str) -> Result<Doc<'a>, Error> {
+    pub fn parse(text: &str) -> Result<Doc, Error> {
         let mut reader = Reader::new(text);
-        // A rough guess (a node per ~12 bytes) saves most regrowth.
-        let mut nodes = Vec::with_capacity(text.len() / 12 + 1);
-        reader.doc_into(&mut nodes)?;
+        let (nodes, span) = reader.doc_nodes()?;
         reader.finish()?;
-        Ok(Doc { nodes })
+        Ok(Doc::from_parts(text.to_owned(), span, nodes))
+    }
+
+    /// A document read by [`Reader::doc_nodes`] from `text`.
+    pub(super) fn from_parts(text: String, span: Range<usize>, nodes: Vec<Node>) -> Doc {
+        Doc { text, span, nodes }
+    }
+
+    /// The value's own text, exactly as it was read.
+    pub fn raw(&self) -> &str {
+        self.text.get(self.span.clone()).unwrap_or_default()
     }
 
     /// The top-level value.
     pub fn root(&self) -> NodeRef<'_> {
-        NodeRef {
-            nodes: &self.nodes,
-            at: 0,
-        }
+        NodeRef { doc: self, at: 0 }
     }
 
     /// The top-level `type` member of an object, if it is a string.
@@ -80,32 +98,44 @@ impl<'a> Doc<'a> {
         })
     }
 
-    /// An owned `serde_json::Value` of the same document.
+    /// An owned `serde_json::Value` of the same value.
     pub fn to_value(&self) -> Value {
         self.root().value()
     }
-}
 
-/// The index just past node `at` and its descendants.
-fn next_of(nodes: &[Node<'_>], at: usize) -> usize {
-    match nodes.get(at) {
-        Some(Node::Array { next, .. } | Node::Object { next, .. }) => *next as usize,
-        _ => at + 1,
+    fn node(&self, at: usize) -> &Node {
+        // Handles are made by walking the array, so `at` is in range;
+        // `Null` keeps this total anyway.
+        self.nodes.get(at).unwrap_or(&Node::Null)
+    }
+
+    /// The index just past node `at` and its descendants.
+    fn next_of(&self, at: usize) -> usize {
+        match self.nodes.get(at) {
+            Some(Node::Array { next, .. } | Node::Object { next, .. }) => *next as usize,
+            _ => at + 1,
+        }
+    }
+
+    fn str_of<'s>(&'s self, node: &'s Node) -> Option<&'s str> {
+        match node {
+            Node::Str { start, end } => self.text.get(*start as usize..*end as usize),
+            Node::Decoded(s) => Some(s),
+            _ => None,
+        }
     }
 }
 
 /// A value inside a [`Doc`] (cheap to copy).
 #[derive(Debug, Clone, Copy)]
 pub struct NodeRef<'b> {
-    nodes: &'b [Node<'b>],
+    doc: &'b Doc,
     at: usize,
 }
 
 impl<'b> NodeRef<'b> {
-    fn node(&self) -> &'b Node<'b> {
-        // `at` always indexes a node: handles are only made by walking the
-        // array. `Null` keeps this total anyway.
-        self.nodes.get(self.at).unwrap_or(&Node::Null)
+    fn node(&self) -> &'b Node {
+        self.doc.node(self.at)
     }
 
     /// The first member named `name` of an object.
@@ -114,16 +144,13 @@ impl<'b> NodeRef<'b> {
     }
 
     pub fn as_str(&self) -> Option<&'b str> {
-        match self.node() {
-            Node::String(s) => Some(s.as_ref()),
-            _ => None,
-        }
+        self.doc.str_of(self.node())
     }
 
     fn object(&self) -> Option<ObjectRef<'b>> {
         match self.node() {
             Node::Object { len, .. } => Some(ObjectRef {
-                nodes: self.nodes,
+                doc: self.doc,
                 at: self.at,
                 len: *len as usize,
             }),
@@ -134,7 +161,7 @@ impl<'b> NodeRef<'b> {
     fn array(&self) -> Option<ArrayRef<'b>> {
         match self.node() {
             Node::Array { len, .. } => Some(ArrayRef {
-                nodes: self.nodes,
+                doc: self.doc,
                 at: self.at,
                 len: *len as usize,
             }),
@@ -147,7 +174,9 @@ impl<'b> NodeRef<'b> {
             Node::Null => Value::Null,
             Node::Bool(b) => Value::Bool(*b),
             Node::Number(n) => Value::Number(n.clone()),
-            Node::String(s) => Value::String(s.to_string()),
+            Node::Str { .. } | Node::Decoded(_) => {
+                Value::String(self.as_str().unwrap_or_default().to_owned())
+            }
             Node::Array { .. } => Value::Array(
                 self.array()
                     .map(|a| a.elements().map(|e| e.value()).collect())
@@ -169,7 +198,7 @@ impl<'b> NodeRef<'b> {
 /// An object inside a [`Doc`].
 #[derive(Debug, Clone, Copy)]
 pub struct ObjectRef<'b> {
-    nodes: &'b [Node<'b>],
+    doc: &'b Doc,
     at: usize,
     len: usize,
 }
@@ -181,7 +210,7 @@ impl<'b> ObjectRef<'b> {
 
     fn members(&self) -> Members<'b> {
         Members {
-            nodes: self.nodes,
+            doc: self.doc,
             next: self.at + 1,
             left: self.len,
         }
@@ -190,7 +219,7 @@ impl<'b> ObjectRef<'b> {
 
 /// The members of an object in document order.
 pub struct Members<'b> {
-    nodes: &'b [Node<'b>],
+    doc: &'b Doc,
     next: usize,
     left: usize,
 }
@@ -202,15 +231,12 @@ impl<'b> Iterator for Members<'b> {
             return None;
         }
         self.left -= 1;
-        let name = match self.nodes.get(self.next) {
-            Some(Node::String(s)) => s.as_ref(),
-            _ => return None,
-        };
+        let name = self.doc.str_of(self.doc.node(self.next))?;
         let value = NodeRef {
-            nodes: self.nodes,
+            doc: self.doc,
             at: self.next + 1,
         };
-        self.next = next_of(self.nodes, self.next + 1);
+        self.next = self.doc.next_of(self.next + 1);
         Some((name, value))
     }
 }
@@ -218,7 +244,7 @@ impl<'b> Iterator for Members<'b> {
 /// An array inside a [`Doc`].
 #[derive(Debug, Clone, Copy)]
 pub struct ArrayRef<'b> {
-    nodes: &'b [Node<'b>],
+    doc: &'b Doc,
     at: usize,
     len: usize,
 }
@@ -226,7 +252,7 @@ pub struct ArrayRef<'b> {
 impl<'b> ArrayRef<'b> {
     fn elements(&self) -> Elements<'b> {
         Elements {
-            nodes: self.nodes,
+            doc: self.doc,
             next: self.at + 1,
             left: self.len,
         }
@@ -235,7 +261,7 @@ impl<'b> ArrayRef<'b> {
 
 /// The elements of an array in order.
 pub struct Elements<'b> {
-    nodes: &'b [Node<'b>],
+    doc: &'b Doc,
     next: usize,
     left: usize,
 }
@@ -248,18 +274,28 @@ impl<'b> Iterator for Elements<'b> {
         }
         self.left -= 1;
         let item = NodeRef {
-            nodes: self.nodes,
+            doc: self.doc,
             at: self.next,
         };
-        self.next = next_of(self.nodes, self.next);
+        self.next = self.doc.next_of(self.next);
         Some(item)
     }
 }
 
 /// Where `jsonschema` puts a member name it validates as a value
 /// (`propertyNames`).
-#[derive(Debug, Default)]
-pub struct NameScratch(Vec<Node<'static>>);
+#[derive(Debug)]
+pub struct NameScratch(Doc);
+
+impl Default for NameScratch {
+    fn default() -> Self {
+        NameScratch(Doc::from_parts(
+            String::new(),
+            0..0,
+            vec![Node::Str { start: 0, end: 0 }],
+        ))
+    }
+}
 
 /// [`Doc`] as an instance representation for `jsonschema`
 /// (`jsonschema::options_for::<DocJson>()`; validate `doc.root()`).
@@ -283,12 +319,16 @@ impl jsonschema::json::Json for DocJson {
         string: &str,
         f: impl FnOnce(NodeRef<'_>) -> T,
     ) -> T {
-        buffer.0.clear();
-        buffer.0.push(Node::String(Cow::Owned(string.to_owned())));
-        f(NodeRef {
-            nodes: &buffer.0,
-            at: 0,
-        })
+        let doc = &mut buffer.0;
+        doc.text.clear();
+        doc.text.push_str(string);
+        doc.span = 0..string.len();
+        doc.nodes.clear();
+        doc.nodes.push(match u32::try_from(string.len()) {
+            Ok(end) => Node::Str { start: 0, end },
+            Err(_) => Node::Decoded(string.into()),
+        });
+        f(NodeRef { doc, at: 0 })
     }
 }
 
@@ -327,10 +367,24 @@ impl<'a> jsonschema::json::Node<'a, DocJson> for NodeRef<'a> {
             Node::Null => JsonType::Null,
             Node::Bool(_) => JsonType::Boolean,
             Node::Number(_) => JsonType::Number,
-            Node::String(_) => JsonType::String,
+            Node::Str { .. } | Node::Decoded(_) => JsonType::String,
             Node::Array { .. } => JsonType::Array,
             Node::Object { .. } => JsonType::Object,
         }
+    }
+    fn string_length_within(&self, min: u64, max: u64) -> Option<bool> {
+        let s = self.as_str()?;
+        // A code point takes 1 to 4 bytes, so the byte length often settles
+        // the bounds without counting.
+        let bytes = s.len() as u64;
+        if bytes <= max && bytes.div_ceil(4) >= min {
+            return Some(true);
+        }
+        if bytes < min || bytes.div_ceil(4) > max {
+            return Some(false);
+        }
+        let chars = s.chars().count() as u64;
+        Some((min..=max).contains(&chars))
     }
     fn to_value(&self) -> Cow<'a, Value> {
         Cow::Owned(self.value())
@@ -374,12 +428,14 @@ impl<'a> jsonschema::json::Array<'a, DocJson> for ArrayRef<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jsonschema::json::Node as _;
 
     #[test]
     fn refuses_what_serde_json_refuses_and_repeated_names() {
         for bad in [
             r#"{"a":1,"a":1}"#,
             r#"{"v":[{"x":1,"y":2,"x":3}]}"#,
+            r#"{"a":1,"b":{"c":[1,2]},"a":2}"#,
             r#"{"a":1"#,
             r#"{"a":1} trailing"#,
             r#"{"a":"\ud800"}"#,
@@ -393,6 +449,8 @@ mod tests {
         }
         // Same name in sibling objects is fine.
         assert!(Doc::parse(r#"{"a":{"x":1},"b":{"x":2}}"#).is_ok());
+        // An escaped name equal to a plain one is the same name.
+        assert!(Doc::parse(r#"{"ab":1,"a\u0062":2}"#).is_err());
         // Many names sharing a signature, none repeated.
         let many: Vec<String> = (0..200).map(|i| format!("\"k{i:03}\":{i}")).collect();
         assert!(Doc::parse(&format!("{{{}}}", many.join(","))).is_ok());
@@ -416,8 +474,9 @@ mod tests {
 
     #[test]
     fn walks_nested_containers_in_order() {
-        let text = r#"{"a":[1,{"b":[[],{}],"c":"x"},3],"d":{"e":null},"f":true}"#;
+        let text = r#" {"a":[1,{"b":[[],{}],"c":"x"},3],"d":{"e":null},"f":true} "#;
         let doc = Doc::parse(text).unwrap();
+        assert_eq!(doc.raw(), text.trim());
         let root = doc.root();
         let names: Vec<&str> = root.object().unwrap().members().map(|(k, _)| k).collect();
         assert_eq!(names, ["a", "d", "f"]);
@@ -428,5 +487,25 @@ mod tests {
         assert_eq!(root.member("f").unwrap().value(), serde_json::json!(true));
         assert!(root.member("zz").is_none());
         assert_eq!(doc.to_value(), serde_json::from_str::<Value>(text).unwrap());
+    }
+
+    #[test]
+    fn string_length_bounds_count_code_points() {
+        let doc = Doc::parse(r#"["abcd","éééé","🚗🚗",""]"#).unwrap();
+        let items: Vec<NodeRef<'_>> = doc.root().array().unwrap().elements().collect();
+        for item in &items {
+            let chars = item.as_str().unwrap().chars().count() as u64;
+            for min in 0..6 {
+                for max in min..9 {
+                    assert_eq!(
+                        item.string_length_within(min, max),
+                        Some((min..=max).contains(&chars)),
+                        "{:?} {min}..={max}",
+                        item.as_str()
+                    );
+                }
+            }
+        }
+        assert_eq!(doc.root().string_length_within(0, 1), None);
     }
 }

@@ -19,9 +19,12 @@
 
 mod doc;
 pub mod scan;
+mod write;
 
 use doc::Node;
 pub use doc::{ArrayRef, Doc, DocJson, Elements, Members, NameScratch, NodeRef, ObjectRef};
+use std::ops::Range;
+pub use write::write_str;
 
 use serde_json::Number;
 use std::borrow::Cow;
@@ -150,7 +153,8 @@ impl<'a> Reader<'a> {
     fn skip_value(&mut self) -> Result<(), Error> {
         match self.peek() {
             Some(b'"') => self.string_span().map(|_| ()),
-            Some(b'{') => self.object(|r, _| r.skip_value()),
+            // Names are checked, not decoded (as `serde_json` skips them).
+            Some(b'{') => self.object_with(|r| r.string_range().map(drop), |r, ()| r.skip_value()),
             Some(b'[') => self.array(|r| r.skip_value()),
             Some(b'-' | b'0'..=b'9') => self.number_span().map(|_| ()),
             Some(b't') => self.literal("true"),
@@ -160,12 +164,36 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Append the next value to a [`Doc`]'s nodes.
-    fn doc_into(&mut self, nodes: &mut Vec<Node<'a>>) -> Result<(), Error> {
+    /// Read the next value as a [`Doc`] over the whole text: its nodes and
+    /// where it is.
+    fn doc_nodes(&mut self) -> Result<(Vec<Node>, Range<usize>), Error> {
+        let start = match self.peek() {
+            Some(_) => self.pos,
+            None => return Err(self.error("expected a value")),
+        };
+        if u32::try_from(self.text.len()).is_err() {
+            return Err(self.error("document too large"));
+        }
+        // A rough guess (a node per ~12 bytes) saves most regrowth.
+        let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
+        self.doc_into(&mut nodes)?;
+        Ok((nodes, start..self.pos))
+    }
+
+    /// Read the value at the cursor into a [`Doc`] that keeps the whole
+    /// text (`text` must be the text this reader reads).
+    pub fn doc(&mut self) -> Result<Doc, Error> {
+        let (nodes, span) = self.doc_nodes()?;
+        Ok(Doc::from_parts(self.text.to_owned(), span, nodes))
+    }
+
+    /// Append the next value to a [`Doc`]'s nodes (offsets fit `u32`:
+    /// checked by [`Reader::doc_nodes`]).
+    fn doc_into(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
         match self.peek() {
             Some(b'"') => {
-                let s = self.string()?;
-                nodes.push(Node::String(s));
+                let node = self.string_node()?;
+                nodes.push(node);
             }
             Some(b'{') => {
                 let at = nodes.len();
@@ -175,19 +203,22 @@ impl<'a> Reader<'a> {
                 // bit is already set is compared with the earlier names, so
                 // distinct names (the normal case) cost no comparisons.
                 let mut seen = 0u64;
-                self.object(|r, key| {
-                    let bit = 1u64 << signature(&key);
-                    if seen & bit != 0 && repeats(nodes, at, &key) {
+                let text = self.text;
+                self.object_with(Self::string_node, |r, key| {
+                    let name = node_str(text, &key);
+                    let bit = 1u64 << signature(name);
+                    if seen & bit != 0 && repeats(nodes, text, at, name) {
                         return Err(r.error("an object repeats a member name"));
                     }
                     seen |= bit;
-                    nodes.push(Node::String(key));
+                    nodes.push(key);
                     len += 1;
                     r.doc_into(nodes)
                 })?;
-                let next =
-                    u32::try_from(nodes.len()).map_err(|_| self.error("document too large"))?;
-                nodes[at] = Node::Object { len, next };
+                nodes[at] = Node::Object {
+                    len,
+                    next: nodes.len() as u32,
+                };
             }
             Some(b'[') => {
                 let at = nodes.len();
@@ -197,9 +228,10 @@ impl<'a> Reader<'a> {
                     len += 1;
                     r.doc_into(nodes)
                 })?;
-                let next =
-                    u32::try_from(nodes.len()).map_err(|_| self.error("document too large"))?;
-                nodes[at] = Node::Array { len, next };
+                nodes[at] = Node::Array {
+                    len,
+                    next: nodes.len() as u32,
+                };
             }
             Some(b'-' | b'0'..=b'9') => {
                 let at = self.pos;
@@ -224,11 +256,37 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// A string at the cursor as a node: its range, or decoded.
+    fn string_node(&mut self) -> Result<Node, Error> {
+        let at = self.pos;
+        let (range, escaped) = self.string_range()?;
+        if !escaped {
+            return Ok(Node::Str {
+                start: range.start as u32,
+                end: range.end as u32,
+            });
+        }
+        let raw = self.text.get(range).unwrap_or_default();
+        unescape(raw)
+            .map(|s| Node::Decoded(s.into_boxed_str()))
+            .map_err(|what| Error::new(what, at))
+    }
+
     /// Read an object, calling `member` with the reader positioned at each
     /// member's value, which `member` must consume.
     pub fn object(
         &mut self,
-        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), Error>,
+        member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.object_with(Self::string, member)
+    }
+
+    /// An object whose names are read by `name` (decoded, as nodes, or
+    /// only checked).
+    fn object_with<K>(
+        &mut self,
+        mut name: impl FnMut(&mut Self) -> Result<K, Error>,
+        mut member: impl FnMut(&mut Self, K) -> Result<(), Error>,
     ) -> Result<(), Error> {
         self.expect(b'{', "expected an object")?;
         self.enter()?;
@@ -241,7 +299,7 @@ impl<'a> Reader<'a> {
             if self.peek() != Some(b'"') {
                 return Err(self.error("expected a member name"));
             }
-            let key = self.string()?;
+            let key = name(self)?;
             self.expect(b':', "expected ':'")?;
             member(self, key)?;
             match self.peek() {
@@ -292,16 +350,23 @@ impl<'a> Reader<'a> {
 
     /// The raw content of the string at the cursor, between its quotes.
     fn string_span(&mut self) -> Result<(&'a str, bool), Error> {
+        let (range, escaped) = self.string_range()?;
+        // Both ends sit at ASCII quotes, so this slice is on char boundaries.
+        let raw = self
+            .text
+            .get(range.clone())
+            .ok_or(Error::new("invalid UTF-8", range.start))?;
+        Ok((raw, escaped))
+    }
+
+    /// Where the content of the string at the cursor is, and whether it
+    /// holds escapes.
+    fn string_range(&mut self) -> Result<(Range<usize>, bool), Error> {
         self.expect(b'"', "expected a string")?;
         let start = self.pos;
         let end = scan::string_end(self.bytes(), start)?;
         self.pos = end.close + 1;
-        // Both ends sit at ASCII quotes, so this slice is on char boundaries.
-        let raw = self
-            .text
-            .get(start..end.close)
-            .ok_or(Error::new("invalid UTF-8", start))?;
-        Ok((raw, end.escaped))
+        Ok((start..end.close, end.escaped))
     }
 
     /// The text of the number at the cursor, and whether it is an integer
@@ -372,12 +437,21 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The text of a string node.
+fn node_str<'t>(text: &'t str, node: &'t Node) -> &'t str {
+    match node {
+        Node::Str { start, end } => text.get(*start as usize..*end as usize).unwrap_or_default(),
+        Node::Decoded(s) => s,
+        _ => "",
+    }
+}
+
 /// Whether the object whose node is `nodes[at]` (still being read) already
 /// has a member named `name`.
-fn repeats(nodes: &[Node<'_>], at: usize, name: &str) -> bool {
+fn repeats(nodes: &[Node], text: &str, at: usize, name: &str) -> bool {
     let mut i = at + 1;
-    while let Some(Node::String(k)) = nodes.get(i) {
-        if k == name {
+    while let Some(key @ (Node::Str { .. } | Node::Decoded(_))) = nodes.get(i) {
+        if node_str(text, key) == name {
             return true;
         }
         i = match nodes.get(i + 1) {
@@ -589,6 +663,9 @@ mod tests {
             "\"raw \u{1} control\"",
             "\"tab\tinside\"",
             r#""\u0000""#,
+            // A name is only checked when skipped, decoded when read.
+            r#"{"\ud800":1}"#,
+            r#"{"a\u0062":1,"ab":2}"#,
             r#"{"":""}"#,
             r#"{"a":{"x":1},"b":{"x":2}}"#,
             r#"{"a":1,"a":1}"#,

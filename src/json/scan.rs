@@ -201,7 +201,7 @@ fn masks_sse2(block: &[u8; BLOCK]) -> Masks {
 /// Bit `i` set when byte `i` is a quote, a backslash or below 0x20.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
-fn special16(lane: &[u8; 16]) -> u32 {
+pub(super) fn special16(lane: &[u8; 16]) -> u32 {
     // SAFETY: as for `masks`.
     unsafe { special16_sse2(lane) }
 }
@@ -234,7 +234,7 @@ fn load16(lane: &[u8]) -> std::arch::x86_64::__m128i {
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-fn special16(lane: &[u8; 16]) -> u32 {
+pub(super) fn special16(lane: &[u8; 16]) -> u32 {
     lane.iter().enumerate().fold(0, |m, (i, &b)| {
         m | (u32::from(b == b'"' || b == b'\\' || b < 0x20) << i)
     })

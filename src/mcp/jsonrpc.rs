@@ -302,12 +302,12 @@ impl<'de> Visitor<'de> for StrictValue {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
+            // One hash per key: the vacant entry takes the value.
+            let serde_json::map::Entry::Vacant(slot) = out.entry(key) else {
                 return Err(de::Error::custom("duplicate key in JSON object"));
-            }
+            };
             let child = self.child()?;
-            let value = map.next_value_seed(child)?;
-            out.insert(key, value);
+            slot.insert(map.next_value_seed(child)?);
         }
         Ok(Value::Object(out))
     }

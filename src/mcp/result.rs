@@ -73,7 +73,7 @@ pub fn tool_message(
     // Text from an upstream is used as it came (validated in the contract).
     let serialized;
     let text: &str = match &result.payload {
-        Payload::Text(text) => text.as_str(),
+        Payload::Doc(doc) => doc.raw(),
         Payload::Tree(v) => match serde_json::to_string(v) {
             Ok(t) => {
                 serialized = t;
@@ -106,7 +106,7 @@ fn write_message(
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut out, id)?;
     out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
-    serde_json::to_writer(&mut out, payload)?;
+    crate::json::write_str(&mut out, payload);
     out.extend_from_slice(br#"}],"structuredContent":"#);
     out.extend_from_slice(payload.as_bytes());
     out.extend_from_slice(if is_error {

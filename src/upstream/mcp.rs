@@ -23,7 +23,7 @@ use super::{
     forwarded_request, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode,
     ProtocolError, SkillCall,
 };
-use crate::aap::payload::{JsonText, Payload};
+use crate::aap::payload::Payload;
 use crate::json;
 use crate::mcp::headers::encode_value;
 use crate::mcp::revision::{
@@ -698,20 +698,31 @@ struct CallFrame<'a> {
 #[derive(Default)]
 struct CallResult<'a> {
     result_type: Option<Cow<'a, str>>,
-    structured_content: Option<&'a str>,
+    /// `structuredContent` when it is an object, read into a [`json::Doc`].
+    structured_content: Option<json::Doc>,
     content: Option<&'a str>,
 }
 
+/// Why a tools/call answer could not be read.
+enum FrameError {
+    /// The frame itself is not JSON, or not shaped like a response.
+    Frame,
+    /// `structuredContent` is an object that does not read as one document
+    /// (for instance, it repeats a member name).
+    Payload(json::Error),
+}
+
 impl<'a> CallFrame<'a> {
-    fn read(body: &'a [u8]) -> Result<CallFrame<'a>, json::Error> {
-        let mut r = json::Reader::from_slice(body)?;
+    fn read(body: &'a [u8]) -> Result<CallFrame<'a>, FrameError> {
+        let mut r = json::Reader::from_slice(body).map_err(|_| FrameError::Frame)?;
         let mut frame = CallFrame {
             jsonrpc: None,
             error: None,
             result: None,
         };
+        let mut payload_error = None;
         let mut seen = [false; 3];
-        r.object(|r, key| {
+        let read = r.object(|r, key| {
             let slot = match key.as_ref() {
                 "jsonrpc" => 0,
                 "error" => 1,
@@ -724,17 +735,26 @@ impl<'a> CallFrame<'a> {
             match slot {
                 0 => frame.jsonrpc = optional_string(r)?,
                 1 => frame.error = optional_value(r)?,
-                _ => frame.result = CallResult::read(r)?,
+                _ => frame.result = CallResult::read(r, &mut payload_error)?,
             }
             Ok(())
-        })?;
-        r.finish()?;
+        });
+        if let Some(e) = payload_error {
+            return Err(FrameError::Payload(e));
+        }
+        read.and_then(|()| r.finish())
+            .map_err(|_| FrameError::Frame)?;
         Ok(frame)
     }
 }
 
 impl<'a> CallResult<'a> {
-    fn read(r: &mut json::Reader<'a>) -> Result<Option<CallResult<'a>>, json::Error> {
+    /// `payload_error` is set when `structuredContent` is the culprit
+    /// rather than the frame.
+    fn read(
+        r: &mut json::Reader<'a>,
+        payload_error: &mut Option<json::Error>,
+    ) -> Result<Option<CallResult<'a>>, json::Error> {
         if r.peek() == Some(b'n') {
             return r.skip().map(|_| None);
         }
@@ -752,7 +772,16 @@ impl<'a> CallResult<'a> {
             }
             match slot {
                 0 => result.result_type = optional_string(r)?,
-                1 => result.structured_content = optional_value(r)?,
+                // The payload is read once, here, into a document; anything
+                // but an object is skipped (the text block is read instead).
+                1 if r.peek() == Some(b'{') => match r.doc() {
+                    Ok(doc) => result.structured_content = Some(doc),
+                    Err(e) => {
+                        *payload_error = Some(e.clone());
+                        return Err(e);
+                    }
+                },
+                1 => drop(r.skip()?),
                 _ => result.content = optional_value(r)?,
             }
             Ok(())
@@ -794,11 +823,19 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
         })
         .map(Payload::Tree);
     }
-    let answer = CallFrame::read(&reply.body).map_err(|_| {
-        BackendError::InvalidResponse(format!(
-            "upstream answered HTTP {} with a body that is not a JSON-RPC tools/call response",
-            reply.status
-        ))
+    read_json_answer(&reply.body, reply.status)
+}
+
+/// The AAP payload of a tools/call answer sent as `application/json`
+/// (`status`: the HTTP status it came with, for the error text).
+pub fn read_json_answer(body: &[u8], status: u16) -> Result<Payload, BackendError> {
+    let answer = CallFrame::read(body).map_err(|e| match e {
+        FrameError::Frame => BackendError::InvalidResponse(format!(
+            "upstream answered HTTP {status} with a body that is not a JSON-RPC tools/call response"
+        )),
+        FrameError::Payload(e) => BackendError::InvalidResponse(format!(
+            "upstream structuredContent is not a JSON document with unique member names ({e})"
+        )),
     })?;
     if answer.jsonrpc.as_deref() != Some("2.0") {
         return Err(BackendError::InvalidResponse(
@@ -812,11 +849,11 @@ fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
         ));
     }
     let result = answer.result.ok_or_else(no_result)?;
-    if let Some(text) = result.structured_content.filter(|t| t.starts_with('{')) {
+    if let Some(doc) = result.structured_content {
         check_result_type(result.result_type.as_deref())?;
-        // Passed on as text: the contract parses and validates it without
-        // building a tree (see `aap::payload`).
-        return Ok(Payload::Text(JsonText::checked(text)));
+        // Read once into a document, validated as that, and passed on as
+        // the upstream's own text (see `aap::payload`).
+        return Ok(Payload::Doc(doc));
     }
     tool_payload(result.result_type.as_deref(), None, || {
         result

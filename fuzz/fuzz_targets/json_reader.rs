@@ -1,0 +1,87 @@
+//! `json::Reader` and `json::Doc` against `serde_json`, on arbitrary bytes.
+//!
+//! The reader replaces `serde_json` for upstream answers, so it must accept
+//! exactly what `serde_json` accepts and decode it to the same value. The
+//! two documented differences are allowed: a `Doc` refuses repeated member
+//! names, and a skipped value obeys the nesting limit. The input is also
+//! read as the content of one long string (the MCP text block case), which
+//! exercises the 64-byte block scanner across block boundaries, and written
+//! as a string by `json::write_str`, which must match `serde_json`'s bytes.
+#![no_main]
+
+use aap_gateway::json::{scan, Doc, Reader};
+use libfuzzer_sys::fuzz_target;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+
+/// Equal, with floats within a relative 1e-15 (`serde_json` parses floats
+/// best-effort; the reader's are correctly rounded).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+            x == y || (x - y).abs() <= x.abs().max(y.abs()) * 1e-15
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|((k, a), (l, b))| k == l && same(a, b))
+        }
+        _ => a == b,
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Invalid UTF-8 is refused up front by both.
+    let reader = Reader::from_slice(data);
+    let Ok(text) = std::str::from_utf8(data) else {
+        assert!(reader.is_err());
+        assert!(serde_json::from_slice::<Value>(data).is_err());
+        return;
+    };
+
+    let ours = Doc::parse(text);
+    let theirs = serde_json::from_str::<Value>(text);
+    match (&ours, &theirs) {
+        (Ok(doc), Ok(value)) => assert!(same(&doc.to_value(), value), "values differ"),
+        (Err(_), Err(_)) => {}
+        (Err(e), Ok(_)) => assert_eq!(e.what, "an object repeats a member name"),
+        (Ok(_), Err(e)) => panic!("accepted what serde_json refuses: {e}"),
+    }
+
+    let mut r = Reader::new(text);
+    let skipped = r.skip().and_then(|span| r.finish().map(|_| span));
+    let ignored = serde_json::from_str::<IgnoredAny>(text);
+    match (&skipped, &ignored) {
+        (Ok(span), Ok(_)) => assert_eq!(span.trim(), text.trim()),
+        (Err(_), Err(_)) => {}
+        (Err(e), Ok(_)) => assert_eq!(e.what, "nesting too deep"),
+        (Ok(_), Err(e)) => panic!("skipped what serde_json refuses: {e}"),
+    }
+
+    // The text written as a string, as `serde_json` writes it.
+    let mut written = Vec::new();
+    aap_gateway::json::write_str(&mut written, text);
+    assert_eq!(written, serde_json::to_vec(text).expect("a str serializes"));
+
+    // The bytes as the inside of a string.
+    let mut quoted = Vec::with_capacity(data.len() + 1);
+    quoted.push(b'"');
+    quoted.extend_from_slice(data);
+    let end = scan::string_end(&quoted, 1);
+    let mut stream = serde_json::Deserializer::from_slice(&quoted).into_iter::<IgnoredAny>();
+    let serde_end = match stream.next() {
+        Some(Ok(_)) => Ok(stream.byte_offset()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("empty".to_owned()),
+    };
+    match (end, serde_end) {
+        (Ok(end), Ok(offset)) => {
+            assert_eq!(end.close + 1, offset, "string ends differ");
+            assert_eq!(end.escaped, quoted[1..end.close].contains(&b'\\'));
+        }
+        (Err(_), Err(_)) => {}
+        (ours, theirs) => panic!("string scan disagrees: {ours:?} vs {theirs:?}"),
+    }
+});
