@@ -205,7 +205,26 @@ pub struct ObjectRef<'b> {
 
 impl<'b> ObjectRef<'b> {
     fn find(&self, name: &str) -> Option<NodeRef<'b>> {
-        self.members().find(|(k, _)| *k == name).map(|(_, v)| v)
+        // `jsonschema` looks names up often (`properties`, `required`):
+        // compare lengths before bytes, without building each name's `&str`.
+        let doc = self.doc;
+        let text = doc.text.as_bytes();
+        let mut at = self.at + 1;
+        for _ in 0..self.len {
+            let hit = match doc.nodes.get(at)? {
+                Node::Str { start, end } => {
+                    end.saturating_sub(*start) as usize == name.len()
+                        && text.get(*start as usize..*end as usize) == Some(name.as_bytes())
+                }
+                Node::Decoded(s) => **s == *name,
+                _ => return None,
+            };
+            if hit {
+                return Some(NodeRef { doc, at: at + 1 });
+            }
+            at = doc.next_of(at + 1);
+        }
+        None
     }
 
     fn members(&self) -> Members<'b> {

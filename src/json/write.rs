@@ -26,54 +26,64 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.resize(base + 2 * n + 2 + 16, 0);
     out[base] = b'"';
     let mut o = base + 1;
+    // `src[from..]` is not yet written.
     let mut from = 0;
     let mut pos = 0;
-    loop {
-        let next = match src.get(pos..).and_then(|rest| rest.first_chunk::<16>()) {
-            Some(lane) => {
-                let special = special16(lane);
-                if special == 0 {
-                    pos += 16;
-                    continue;
-                }
-                pos + special.trailing_zeros() as usize
-            }
-            None => src[pos..]
-                .iter()
-                .position(|&b| escape_of(b).is_some())
-                .map_or(n, |k| pos + k),
-        };
-        o = copy_run(out, o, &src[from..], next - from);
-        let Some(&b) = src.get(next) else { break };
-        match escape_of(b) {
-            Some(Escape::Short(c)) => {
-                out[o] = b'\\';
-                out[o + 1] = c;
-                o += 2;
-            }
-            _ => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                // 6 bytes where 2 were reserved for this byte.
-                let need = o + 6 + 2 * (n - next - 1) + 1 + 16;
-                if out.len() < need {
-                    out.resize(need, 0);
-                }
-                out[o..o + 6].copy_from_slice(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX[usize::from(b >> 4)],
-                    HEX[usize::from(b & 0xf)],
-                ]);
-                o += 6;
-            }
+    while let Some(lane) = src.get(pos..).and_then(|rest| rest.first_chunk::<16>()) {
+        // Every special byte of this lane, in order, from one mask.
+        let mut special = special16(lane);
+        while special != 0 {
+            let at = pos + special.trailing_zeros() as usize;
+            o = copy_run(out, o, &src[from..], at - from);
+            o = write_escape(out, o, src[at], n - at - 1);
+            from = at + 1;
+            special &= special - 1;
         }
-        from = next + 1;
-        pos = next + 1;
+        pos += 16;
     }
+    for at in pos..n {
+        if escape_of(src[at]).is_some() {
+            o = copy_run(out, o, &src[from..], at - from);
+            o = write_escape(out, o, src[at], n - at - 1);
+            from = at + 1;
+        }
+    }
+    o = copy_run(out, o, &src[from..], n - from);
     out[o] = b'"';
     out.truncate(o + 1);
+}
+
+/// Write the escape for `b` at `out[o..]`; `left`: input bytes after it,
+/// for which room is kept (two bytes each, plus the slack).
+fn write_escape(out: &mut Vec<u8>, o: usize, b: u8, left: usize) -> usize {
+    match escape_of(b) {
+        Some(Escape::Short(c)) => {
+            out[o] = b'\\';
+            out[o + 1] = c;
+            o + 2
+        }
+        Some(Escape::Unicode) => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            // 6 bytes where 2 were reserved for this byte.
+            let need = o + 6 + 2 * left + 1 + 16;
+            if out.len() < need {
+                out.resize(need, 0);
+            }
+            out[o..o + 6].copy_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+            o + 6
+        }
+        None => {
+            out[o] = b;
+            o + 1
+        }
+    }
 }
 
 /// Copy `len` bytes of `src` to `out[o..]`, in 16-byte moves while `src`
