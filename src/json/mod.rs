@@ -191,10 +191,7 @@ impl<'a> Reader<'a> {
     /// checked by [`Reader::doc_nodes`]).
     fn doc_into(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
         match self.peek() {
-            Some(b'"') => {
-                let node = self.string_node()?;
-                nodes.push(node);
-            }
+            Some(b'"') => self.push_string(nodes)?,
             Some(b'{') => {
                 let at = nodes.len();
                 nodes.push(Node::Object { len: 0, next: 0 });
@@ -203,18 +200,38 @@ impl<'a> Reader<'a> {
                 // bit is already set is compared with the earlier names, so
                 // distinct names (the normal case) cost no comparisons.
                 let mut seen = 0u64;
-                let text = self.text;
-                self.object_with(Self::string_node, |r, key| {
-                    let name = node_str(text, &key);
-                    let bit = 1u64 << signature(name);
-                    if seen & bit != 0 && repeats(nodes, text, at, name) {
-                        return Err(r.error("an object repeats a member name"));
+                self.expect(b'{', "expected an object")?;
+                self.enter()?;
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        if self.peek() != Some(b'"') {
+                            return Err(self.error("expected a member name"));
+                        }
+                        let name_at = self.pos;
+                        let key = nodes.len();
+                        self.push_string(nodes)?;
+                        let name = node_str(self.text, &nodes[key]);
+                        let bit = 1u64 << signature(name);
+                        if seen & bit != 0 && repeats(nodes, self.text, at, key) {
+                            return Err(Error::new("an object repeats a member name", name_at));
+                        }
+                        seen |= bit;
+                        len += 1;
+                        self.expect(b':', "expected ':'")?;
+                        self.doc_into(nodes)?;
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b'}') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return Err(self.error("expected ',' or '}'")),
+                        }
                     }
-                    seen |= bit;
-                    nodes.push(key);
-                    len += 1;
-                    r.doc_into(nodes)
-                })?;
+                }
+                self.depth -= 1;
                 nodes[at] = Node::Object {
                     len,
                     next: nodes.len() as u32,
@@ -256,20 +273,22 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// A string at the cursor as a node: its range, or decoded.
-    fn string_node(&mut self) -> Result<Node, Error> {
+    /// Push the string at the cursor as a node: its range, or decoded.
+    /// (Pushed in place: a `Node` returned by value costs a slow copy.)
+    fn push_string(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
         let at = self.pos;
         let (range, escaped) = self.string_range()?;
         if !escaped {
-            return Ok(Node::Str {
+            nodes.push(Node::Str {
                 start: range.start as u32,
                 end: range.end as u32,
             });
+            return Ok(());
         }
         let raw = self.text.get(range).unwrap_or_default();
-        unescape(raw)
-            .map(|s| Node::Decoded(s.into_boxed_str()))
-            .map_err(|what| Error::new(what, at))
+        let decoded = unescape(raw).map_err(|what| Error::new(what, at))?;
+        nodes.push(Node::Decoded(decoded.into_boxed_str()));
+        Ok(())
     }
 
     /// Read an object, calling `member` with the reader positioned at each
@@ -446,12 +465,15 @@ fn node_str<'t>(text: &'t str, node: &'t Node) -> &'t str {
     }
 }
 
-/// Whether the object whose node is `nodes[at]` (still being read) already
-/// has a member named `name`.
-fn repeats(nodes: &[Node], text: &str, at: usize, name: &str) -> bool {
+/// Whether the name just pushed at `nodes[key]` repeats an earlier member
+/// name of the object whose node is `nodes[at]` (still being read).
+fn repeats(nodes: &[Node], text: &str, at: usize, key: usize) -> bool {
+    let Some(name) = nodes.get(key).map(|n| node_str(text, n)) else {
+        return false;
+    };
     let mut i = at + 1;
-    while let Some(key @ (Node::Str { .. } | Node::Decoded(_))) = nodes.get(i) {
-        if node_str(text, key) == name {
+    while i < key {
+        if node_str(text, &nodes[i]) == name {
             return true;
         }
         i = match nodes.get(i + 1) {
