@@ -706,7 +706,14 @@ async fn read_body(
     reply: &mut Reply,
     complete: Option<Complete<'_>>,
 ) -> Result<bool, String> {
-    let mut buf = Vec::new();
+    // Only an event stream can be complete before it ends; any other body
+    // is read whole, without showing each partial read to `complete`.
+    let complete = complete.filter(|_| reply.content_type() == "text/event-stream");
+    let declared = reply
+        .header("content-length")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut buf = Vec::with_capacity(declared.min(MAX_RESPONSE_BYTES));
     loop {
         if session.response_done() {
             reply.body = Bytes::from(buf);
