@@ -212,17 +212,10 @@ fn host_compat_catalog_and_cli() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-fn code_of(gw: &Gateway, name: &str, args: Value) -> (String, Value) {
-    let (is_err, sc) = gw.call_sc(name, args);
-    assert!(is_err, "{sc}");
-    (sc["code"].as_str().unwrap().to_owned(), sc)
-}
-
 #[test]
 fn typed_errors_for_bad_arguments() {
     let gw = Gateway::start();
-    let (code, sc) = code_of(
-        &gw,
+    let (code, sc) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request", "filters": {"price_max": "cheap"}}),
     );
@@ -232,42 +225,36 @@ fn typed_errors_for_bad_arguments() {
         && e["correction"].as_str().unwrap().contains("integer")));
     assert!(!sc.to_string().contains("cheap"), "never echo values");
     assert_eq!(sc["retryable"], false);
-    let (code, _) = code_of(
-        &gw,
+    let (code, _) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request", "filters": {"horsepower_min": 300}}),
     );
     assert_eq!(code, "UNSUPPORTED_FILTER");
-    let (code, sc) = code_of(
-        &gw,
+    let (code, sc) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.vehicle.request", "vin": "JTDACAAU2H3400137"}),
     );
     assert_eq!(code, "SCHEMA_VALIDATION_FAILED");
     assert_eq!(sc["details"]["errors"][0]["path"], "/type");
-    let (code, _) = code_of(&gw, "aap_inventory_search", json!(["not", "an", "object"]));
+    let (code, _) = gw.aap_error_code("aap_inventory_search", json!(["not", "an", "object"]));
     assert_eq!(code, "SCHEMA_VALIDATION_FAILED");
-    let (code, _) = code_of(
-        &gw,
+    let (code, _) = gw.aap_error_code(
         "aap_inventory_vehicle",
         json!({"type": "inventory.vehicle.request", "vin": "ZZZZZZZZZZZZZZZZZ"}),
     );
     assert_eq!(code, "VEHICLE_NOT_FOUND");
-    let (code, _) = code_of(
-        &gw,
+    let (code, _) = gw.aap_error_code(
         "aap_inventory_vehicle",
         json!({"type": "inventory.vehicle.request", "stock": "DT-1034"}),
     );
     assert_eq!(code, "VEHICLE_UNAVAILABLE");
-    let (code, sc) = code_of(
-        &gw,
+    let (code, sc) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request", "pagination": {"cursor": "forged.cursor"}}),
     );
     assert_eq!(code, "INVALID_CURSOR");
     assert_eq!(sc["details"]["errors"][0]["path"], "/pagination/cursor");
-    let (code, _) = code_of(
-        &gw,
+    let (code, _) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request", "filters": {"query": "x".repeat(201)}}),
     );
@@ -285,8 +272,7 @@ fn expired_cursor() {
     );
     let cursor = sc["data"]["next_cursor"].as_str().unwrap().to_owned();
     std::thread::sleep(std::time::Duration::from_millis(1300));
-    let (code, sc) = code_of(
-        &gw,
+    let (code, sc) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request", "pagination": {"limit": 2, "cursor": cursor}}),
     );
@@ -303,27 +289,30 @@ fn consent_is_enforced_and_nothing_is_sent() {
     let mut no_consent = lead("k-consent-1");
     no_consent.as_object_mut().unwrap().remove("consent");
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", no_consent).0,
+        gw.aap_error_code("aap_lead_submit", no_consent).0,
         "CONTACT_CONSENT_REQUIRED"
     );
     let mut bad_scope = lead("k-consent-2");
     bad_scope["consent"]["scope"] = json!(["marketing"]);
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", bad_scope).0,
+        gw.aap_error_code("aap_lead_submit", bad_scope).0,
         "INVALID_CONSENT"
     );
     let mut expired = lead("k-consent-3");
     expired["consent"]["expires_at"] = json!("2020-01-01T00:00:00Z");
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", expired).0,
+        gw.aap_error_code("aap_lead_submit", expired).0,
         "INVALID_CONSENT"
     );
     let mut future = lead("k-consent-4");
     future["consent"]["granted_at"] = json!("2099-01-01T00:00:00Z");
-    assert_eq!(code_of(&gw, "aap_lead_submit", future).0, "INVALID_CONSENT");
+    assert_eq!(
+        gw.aap_error_code("aap_lead_submit", future).0,
+        "INVALID_CONSENT"
+    );
     let mut wrong_channel = lead("k-consent-5");
     wrong_channel["consent"]["allowed_channels"] = json!(["sms"]);
-    let (code, sc) = code_of(&gw, "aap_lead_submit", wrong_channel);
+    let (code, sc) = gw.aap_error_code("aap_lead_submit", wrong_channel);
     assert_eq!(code, "CONTACT_CONSENT_REQUIRED");
     assert!(
         !sc.to_string().contains("quinn"),
@@ -332,19 +321,19 @@ fn consent_is_enforced_and_nothing_is_sent() {
     let mut no_key = lead("x");
     no_key.as_object_mut().unwrap().remove("idempotency_key");
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", no_key).0,
+        gw.aap_error_code("aap_lead_submit", no_key).0,
         "MISSING_REQUIRED_FIELD"
     );
     let mut bad_condition = lead("k-consent-6");
     bad_condition["vehicle_of_interest"]["condition"] = json!("good");
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", bad_condition).0,
+        gw.aap_error_code("aap_lead_submit", bad_condition).0,
         "INVALID_CONDITION"
     );
     let mut sold = lead("k-consent-7");
     sold["vehicle_of_interest"] = json!({"stock": "DT-1034"});
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", sold).0,
+        gw.aap_error_code("aap_lead_submit", sold).0,
         "VEHICLE_UNAVAILABLE"
     );
     assert_eq!(leads_in(&gw.state), 0, "no rejected lead may be stored");
@@ -379,7 +368,7 @@ fn concurrent_duplicates_send_one_lead() {
     // Same key, different payload → conflict, nothing stored.
     let mut other = lead(&key);
     other["message"] = json!("a different enquiry");
-    let (code, _) = code_of(&gw, "aap_lead_submit", other);
+    let (code, _) = gw.aap_error_code("aap_lead_submit", other);
     assert_eq!(code, "IDEMPOTENCY_CONFLICT");
     assert_eq!(leads_in(&gw.state), 1);
 }
@@ -403,7 +392,7 @@ fn kill_and_restart_keeps_lead_and_idempotency() {
     let mut other = lead(&key);
     other["message"] = json!("changed");
     assert_eq!(
-        code_of(&gw, "aap_lead_submit", other).0,
+        gw.aap_error_code("aap_lead_submit", other).0,
         "IDEMPOTENCY_CONFLICT"
     );
 }
@@ -417,7 +406,7 @@ fn skill_quota_is_rate_limited_result() {
         let (err, sc) = gw.call_sc("aap_lead_submit", lead(&format!("quota-{i}")));
         assert!(!err, "{sc}");
     }
-    let (code, sc) = code_of(&gw, "aap_lead_submit", lead("quota-3"));
+    let (code, sc) = gw.aap_error_code("aap_lead_submit", lead("quota-3"));
     assert_eq!(code, "RATE_LIMITED");
     assert_eq!(sc["retryable"], true);
     assert!(sc["details"]["retry_after_ms"].as_u64().unwrap() > 0);
@@ -447,8 +436,7 @@ fn backend_results_are_validated() {
         &format!("{:?}", inv_path),
     );
     let gw = Gateway::start_with(&cfg);
-    let (code, sc) = code_of(
-        &gw,
+    let (code, sc) = gw.aap_error_code(
         "aap_inventory_search",
         json!({"type": "inventory.search.request"}),
     );

@@ -541,13 +541,6 @@ fn canned_upstream(payloads: Vec<String>) -> (u16, std::thread::JoinHandle<()>) 
     (port, serve)
 }
 
-/// The `aap.error` code of a call that must fail.
-fn code_of(gw: &Gateway, name: &str, args: Value) -> (String, Value) {
-    let (is_err, sc) = gw.call_sc(name, args);
-    assert!(is_err, "{sc}");
-    (sc["code"].as_str().unwrap_or_default().to_owned(), sc)
-}
-
 #[test]
 fn upstream_text_is_validated_in_place_and_passed_on() {
     // The upstream's structuredContent reaches the client as its own text
@@ -577,11 +570,11 @@ fn upstream_text_is_validated_in_place_and_passed_on() {
     assert_eq!(sc, serde_json::from_str::<Value>(&payloads[0]).unwrap());
     assert_eq!(sc["data"]["vehicles"][0]["stock"], "DT-\"1\"");
     // 2. A repeated member name: refused, never forwarded.
-    let (code, sc) = code_of(&gw, "aap_inventory_search", search_all());
+    let (code, sc) = gw.aap_error_code("aap_inventory_search", search_all());
     assert_eq!(code, "UPSTREAM_INVALID_RESPONSE", "{sc}");
     assert!(gw.logs().contains("unique member names"));
     // 3. A schema violation: refused, logged by location only.
-    let (code, sc) = code_of(&gw, "aap_inventory_search", search_all());
+    let (code, sc) = gw.aap_error_code("aap_inventory_search", search_all());
     assert_eq!(code, "UPSTREAM_INVALID_RESPONSE", "{sc}");
     assert!(gw.logs().contains("backend result failed its schema"));
     assert!(!gw.logs().contains("cheap"), "no upstream values in logs");

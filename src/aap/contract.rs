@@ -39,19 +39,20 @@ pub struct ToolOutcome {
 impl ToolOutcome {
     fn from_payload(payload: Value) -> Self {
         let is_error = is_aap_error(&payload);
-        let outcome = if is_error {
-            payload
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("INTERNAL_ERROR")
-                .to_owned()
-        } else {
-            "ok".to_owned()
-        };
+        let outcome = Self::outcome_of(is_error, payload.get("code").and_then(Value::as_str));
         ToolOutcome {
             payload: Payload::Tree(payload),
             is_error,
             outcome,
+        }
+    }
+
+    /// `ok`, or an `aap.error`'s code (`INTERNAL_ERROR` if it has none).
+    fn outcome_of(is_error: bool, code: Option<&str>) -> String {
+        match (is_error, code) {
+            (false, _) => "ok".to_owned(),
+            (true, Some(code)) => code.to_owned(),
+            (true, None) => "INTERNAL_ERROR".to_owned(),
         }
     }
     fn error(code: ErrorCode, message: &str, details: Option<Value>) -> Self {
@@ -321,15 +322,8 @@ impl Contract {
             return Err(None);
         }
         let is_error = doc.type_name() == Some(crate::aap::error::ERROR_TYPE);
-        let outcome = if is_error {
-            doc.root()
-                .member("code")
-                .and_then(|c| c.as_str())
-                .unwrap_or("INTERNAL_ERROR")
-                .to_owned()
-        } else {
-            "ok".to_owned()
-        };
+        let code = doc.root().member("code");
+        let outcome = ToolOutcome::outcome_of(is_error, code.and_then(|c| c.as_str()));
         Ok(ToolOutcome {
             payload: Payload::Doc(doc),
             is_error,

@@ -47,7 +47,7 @@ impl Payload {
     pub fn into_value(self) -> Value {
         match self {
             Payload::Tree(v) => v,
-            text => text.to_value().into_owned(),
+            doc => doc.to_value().into_owned(),
         }
     }
 }

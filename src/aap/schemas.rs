@@ -48,8 +48,8 @@ pub enum SchemaError {
 pub struct SchemaSet {
     docs: BTreeMap<String, Value>,
     validators: BTreeMap<String, Validator>,
-    /// The same schemas for instances held as a borrowed [`Doc`] (upstream
-    /// answers that pass through as text).
+    /// The result schemas (responses and `error`) again, for instances held
+    /// as a [`Doc`] (upstream answers that pass through as text).
     doc_validators: BTreeMap<String, Validator<DocJson>>,
 }
 
@@ -115,6 +115,12 @@ impl SchemaSet {
     fn from_docs(docs: BTreeMap<String, Value>) -> Result<SchemaSet, SchemaError> {
         let mut validators = BTreeMap::new();
         let mut doc_validators = BTreeMap::new();
+        // Only results are validated as a `Doc` (`result_holds`).
+        let results: Vec<String> = Skill::ALL
+            .iter()
+            .map(|&s| Self::response_stem(s))
+            .chain(["error".to_owned()])
+            .collect();
         for (stem, doc) in &docs {
             check_self_contained(stem, doc)?;
             let invalid = |problem| SchemaError::Invalid {
@@ -122,7 +128,9 @@ impl SchemaSet {
                 problem,
             };
             validators.insert(stem.clone(), compile(doc).map_err(invalid)?);
-            doc_validators.insert(stem.clone(), compile_for_docs(doc).map_err(invalid)?);
+            if results.contains(stem) {
+                doc_validators.insert(stem.clone(), compile_for_docs(doc).map_err(invalid)?);
+            }
         }
         Ok(SchemaSet {
             docs,

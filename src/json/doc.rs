@@ -61,12 +61,12 @@ impl Doc {
     /// Read one JSON text (surrounding whitespace allowed, nothing else).
     pub fn parse(text: &str) -> Result<Doc, Error> {
         let mut reader = Reader::new(text);
-        let (nodes, span) = reader.doc_nodes()?;
+        let doc = reader.doc()?;
         reader.finish()?;
-        Ok(Doc::from_parts(text.to_owned(), span, nodes))
+        Ok(doc)
     }
 
-    /// A document read by [`Reader::doc_nodes`] from `text`.
+    /// A document read by [`Reader::doc`] from `text`.
     pub(super) fn from_parts(text: String, span: Range<usize>, nodes: Vec<Node>) -> Doc {
         Doc { text, span, nodes }
     }
@@ -91,9 +91,7 @@ impl Doc {
     /// integers (see `upstream::normalize_numbers`), so the text would change.
     pub fn has_integral_float(&self) -> bool {
         self.nodes.iter().any(|n| match n {
-            Node::Number(n) if !n.is_i64() && !n.is_u64() => n
-                .as_f64()
-                .is_some_and(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0),
+            Node::Number(n) => super::integral_float(n).is_some(),
             _ => false,
         })
     }

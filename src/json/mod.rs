@@ -154,7 +154,11 @@ impl<'a> Reader<'a> {
         match self.peek() {
             Some(b'"') => self.string_span().map(|_| ()),
             // Names are checked, not decoded (as `serde_json` skips them).
-            Some(b'{') => self.object_with(|r| r.string_range().map(drop), |r, ()| r.skip_value()),
+            Some(b'{') => self.object_with(
+                &mut (),
+                |r, ()| r.string_range().map(drop),
+                |r, (), ()| r.skip_value(),
+            ),
             Some(b'[') => self.array(|r| r.skip_value()),
             Some(b'-' | b'0'..=b'9') => self.number_span().map(|_| ()),
             Some(b't') => self.literal("true"),
@@ -164,9 +168,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Read the next value as a [`Doc`] over the whole text: its nodes and
-    /// where it is.
-    fn doc_nodes(&mut self) -> Result<(Vec<Node>, Range<usize>), Error> {
+    /// Read the value at the cursor into a [`Doc`], which keeps a copy of
+    /// the whole text the reader reads (its strings are ranges of it).
+    pub fn doc(&mut self) -> Result<Doc, Error> {
         let start = match self.peek() {
             Some(_) => self.pos,
             None => return Err(self.error("expected a value")),
@@ -177,18 +181,15 @@ impl<'a> Reader<'a> {
         // A rough guess (a node per ~12 bytes) saves most regrowth.
         let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
         self.doc_into(&mut nodes)?;
-        Ok((nodes, start..self.pos))
-    }
-
-    /// Read the value at the cursor into a [`Doc`] that keeps the whole
-    /// text (`text` must be the text this reader reads).
-    pub fn doc(&mut self) -> Result<Doc, Error> {
-        let (nodes, span) = self.doc_nodes()?;
-        Ok(Doc::from_parts(self.text.to_owned(), span, nodes))
+        Ok(Doc::from_parts(
+            self.text.to_owned(),
+            start..self.pos,
+            nodes,
+        ))
     }
 
     /// Append the next value to a [`Doc`]'s nodes (offsets fit `u32`:
-    /// checked by [`Reader::doc_nodes`]).
+    /// checked by [`Reader::doc`]).
     fn doc_into(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
         match self.peek() {
             Some(b'"') => self.push_string(nodes)?,
@@ -200,38 +201,27 @@ impl<'a> Reader<'a> {
                 // bit is already set is compared with the earlier names, so
                 // distinct names (the normal case) cost no comparisons.
                 let mut seen = 0u64;
-                self.expect(b'{', "expected an object")?;
-                self.enter()?;
-                if self.peek() == Some(b'}') {
-                    self.pos += 1;
-                } else {
-                    loop {
-                        if self.peek() != Some(b'"') {
-                            return Err(self.error("expected a member name"));
-                        }
-                        let name_at = self.pos;
-                        let key = nodes.len();
-                        self.push_string(nodes)?;
-                        let name = node_str(self.text, &nodes[key]);
-                        let bit = 1u64 << signature(name);
-                        if seen & bit != 0 && repeats(nodes, self.text, at, key) {
+                let text = self.text;
+                self.object_with(
+                    nodes,
+                    // Names are pushed in place, like every node (a `Node`
+                    // returned by value costs a slow copy).
+                    |r, nodes| {
+                        let name_at = r.pos;
+                        r.push_string(nodes)?;
+                        Ok(name_at)
+                    },
+                    |r, nodes, name_at| {
+                        let key = nodes.len() - 1;
+                        let bit = 1u64 << signature(node_str(text, &nodes[key]));
+                        if seen & bit != 0 && repeats(nodes, text, at, key) {
                             return Err(Error::new("an object repeats a member name", name_at));
                         }
                         seen |= bit;
                         len += 1;
-                        self.expect(b':', "expected ':'")?;
-                        self.doc_into(nodes)?;
-                        match self.peek() {
-                            Some(b',') => self.pos += 1,
-                            Some(b'}') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return Err(self.error("expected ',' or '}'")),
-                        }
-                    }
-                }
-                self.depth -= 1;
+                        r.doc_into(nodes)
+                    },
+                )?;
                 nodes[at] = Node::Object {
                     len,
                     next: nodes.len() as u32,
@@ -295,17 +285,48 @@ impl<'a> Reader<'a> {
     /// member's value, which `member` must consume.
     pub fn object(
         &mut self,
-        member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), Error>,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        self.object_with(Self::string, member)
+        self.object_with(&mut (), |r, ()| r.string(), |r, (), name| member(r, name))
     }
 
-    /// An object whose names are read by `name` (decoded, as nodes, or
-    /// only checked).
-    fn object_with<K>(
+    /// Read an object whose members named in `names` go to `member` with
+    /// the name's index, each at most once (a second one is an error);
+    /// other members are skipped.
+    ///
+    /// ```
+    /// use aap_gateway::json::Reader;
+    /// let mut id = None;
+    /// let mut r = Reader::new(r#"{"x": [1], "id": "a"}"#);
+    /// r.known_members(["id"], |r, _| Ok(id = Some(r.string()?))).unwrap();
+    /// assert_eq!(id.as_deref(), Some("a"));
+    /// let mut r = Reader::new(r#"{"id": "a", "id": "b"}"#);
+    /// assert!(r.known_members(["id"], |r, _| r.skip().map(drop)).is_err());
+    /// ```
+    pub fn known_members<const N: usize>(
         &mut self,
-        mut name: impl FnMut(&mut Self) -> Result<K, Error>,
-        mut member: impl FnMut(&mut Self, K) -> Result<(), Error>,
+        names: [&str; N],
+        mut member: impl FnMut(&mut Self, usize) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut seen = [false; N];
+        self.object(|r, name| {
+            let Some(i) = names.iter().position(|n| *n == name) else {
+                return r.skip().map(drop);
+            };
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(r.error("a member is named twice"));
+            }
+            member(r, i)
+        })
+    }
+
+    /// An object whose names are read by `name` (decoded, pushed as nodes,
+    /// or only checked); `state` is lent to both callbacks in turn.
+    fn object_with<S, K>(
+        &mut self,
+        state: &mut S,
+        mut name: impl FnMut(&mut Self, &mut S) -> Result<K, Error>,
+        mut member: impl FnMut(&mut Self, &mut S, K) -> Result<(), Error>,
     ) -> Result<(), Error> {
         self.expect(b'{', "expected an object")?;
         self.enter()?;
@@ -318,9 +339,9 @@ impl<'a> Reader<'a> {
             if self.peek() != Some(b'"') {
                 return Err(self.error("expected a member name"));
             }
-            let key = name(self)?;
+            let key = name(self, state)?;
             self.expect(b':', "expected ':'")?;
-            member(self, key)?;
+            member(self, state, key)?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
@@ -465,7 +486,7 @@ fn node_str<'t>(text: &'t str, node: &'t Node) -> &'t str {
     }
 }
 
-/// Whether the name just pushed at `nodes[key]` repeats an earlier member
+/// Whether the name pushed at `nodes[key]` repeats an earlier member
 /// name of the object whose node is `nodes[at]` (still being read).
 fn repeats(nodes: &[Node], text: &str, at: usize, key: usize) -> bool {
     let Some(name) = nodes.get(key).map(|n| node_str(text, n)) else {
@@ -495,6 +516,17 @@ fn signature(name: &str) -> u32 {
         .wrapping_add(first.wrapping_mul(3))
         .wrapping_add(last)
         % 64
+}
+
+/// A number written as a float that is a whole number within ±2^53
+/// (`18999.0`), and that integer. The gateway sends such numbers as
+/// integers (`upstream::normalize_numbers`).
+pub fn integral_float(n: &Number) -> Option<i64> {
+    if n.is_i64() || n.is_u64() {
+        return None;
+    }
+    let f = n.as_f64()?;
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0).then_some(f as i64)
 }
 
 /// A number's value as `serde_json` reads it: integers as `u64`/`i64` when

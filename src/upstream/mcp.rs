@@ -721,17 +721,7 @@ impl<'a> CallFrame<'a> {
             result: None,
         };
         let mut payload_error = None;
-        let mut seen = [false; 3];
-        let read = r.object(|r, key| {
-            let slot = match key.as_ref() {
-                "jsonrpc" => 0,
-                "error" => 1,
-                "result" => 2,
-                _ => return r.skip().map(drop),
-            };
-            if std::mem::replace(&mut seen[slot], true) {
-                return Err(r.error("a member is named twice"));
-            }
+        let read = r.known_members(["jsonrpc", "error", "result"], |r, slot| {
             match slot {
                 0 => frame.jsonrpc = optional_string(r)?,
                 1 => frame.error = optional_value(r)?,
@@ -759,17 +749,7 @@ impl<'a> CallResult<'a> {
             return r.skip().map(|_| None);
         }
         let mut result = CallResult::default();
-        let mut seen = [false; 3];
-        r.object(|r, key| {
-            let slot = match key.as_ref() {
-                "resultType" => 0,
-                "structuredContent" => 1,
-                "content" => 2,
-                _ => return r.skip().map(drop),
-            };
-            if std::mem::replace(&mut seen[slot], true) {
-                return Err(r.error("a member is named twice"));
-            }
+        r.known_members(["resultType", "structuredContent", "content"], |r, slot| {
             match slot {
                 0 => result.result_type = optional_string(r)?,
                 // The payload is read once, here, into a document; anything

@@ -114,11 +114,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 /// number as a double; AAP schemas declare most of them `integer`.
 pub fn normalize_numbers(v: &mut Value) {
     match v {
-        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
-            if let Some(f) = n.as_f64() {
-                if f.is_finite() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
-                    *v = Value::from(f as i64);
-                }
+        Value::Number(n) => {
+            if let Some(i) = crate::json::integral_float(n) {
+                *v = Value::from(i);
             }
         }
         Value::Array(a) => a.iter_mut().for_each(normalize_numbers),

@@ -215,6 +215,17 @@ impl Gateway {
     }
 
     /// The structuredContent of a modern tools/call.
+    /// The `aap.error` code of a call that must fail, and the payload.
+    pub fn aap_error_code(&self, name: &str, arguments: Value) -> (String, Value) {
+        let (is_err, sc) = self.call_sc(name, arguments);
+        assert!(is_err, "{sc}");
+        let code = sc["code"]
+            .as_str()
+            .expect("an aap.error has a code")
+            .to_owned();
+        (code, sc)
+    }
+
     pub fn call_sc(&self, name: &str, arguments: Value) -> (bool, Value) {
         let r = self.call(name, arguments);
         assert_eq!(r.status, 200, "{}", r.text());
