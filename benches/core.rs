@@ -1,10 +1,12 @@
 //! Per-operation cost of the protocol core (criterion):
-//! envelope parse, header normalization, argument validation, result shaping.
+//! envelope parse, header normalization, argument validation, result shaping,
+//! the access log line.
 //! Run: `cargo bench --bench core`.
 
 use aap_gateway::aap::payload::Payload;
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
+use aap_gateway::access::{line, AccessRecord};
 use aap_gateway::json::Doc;
 use aap_gateway::mcp::headers::read_mirror_headers;
 use aap_gateway::mcp::jsonrpc::parse_message;
@@ -160,6 +162,23 @@ fn benches(c: &mut Criterion) {
     let doc = Doc::parse(&text).expect("parses");
     c.bench_function("result validation of a Doc (search, 20 vehicles)", |b| {
         b.iter(|| schemas.result_holds(Skill::InventorySearch, black_box(&doc)))
+    });
+    let record = AccessRecord {
+        correlation_id: "4bf92f3577b34da6a3ce929d0e0e4736",
+        tenant: "demo-toyota",
+        binding: "mcp",
+        mcp_revision: "2026-07-28",
+        aap_version: "3.0.0",
+        http_method: "POST",
+        rpc_method: "tools/call",
+        skill: "inventory.search",
+        outcome: "ok",
+        status: 200,
+        filled: &["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"],
+        latency_us: 412,
+    };
+    c.bench_function("access log line", |b| {
+        b.iter(|| line(black_box(&record), time::OffsetDateTime::now_utc()))
     });
 }
 
