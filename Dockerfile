@@ -11,8 +11,9 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY schemas ./schemas
 COPY benches ./benches
-RUN cargo build --release --locked --bin aap-gateway \
- && strip target/release/aap-gateway
+# The `dist` profile (Cargo.toml): whole-program optimization for the shipped binary.
+RUN cargo build --profile dist --locked --bin aap-gateway \
+ && strip target/dist/aap-gateway
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -22,7 +23,7 @@ RUN apt-get update \
  && mkdir -p /srv/aap/var \
  && chown -R aap /srv/aap/var
 WORKDIR /srv/aap
-COPY --from=build /src/target/release/aap-gateway /usr/local/bin/aap-gateway
+COPY --from=build /src/target/dist/aap-gateway /usr/local/bin/aap-gateway
 COPY gateway.toml ./gateway.toml
 COPY data ./data
 USER aap

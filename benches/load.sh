@@ -14,6 +14,7 @@
 # in all, spread over the same CONNECTIONS, exponential gaps between a connection's requests),
 # so the latency columns show what each hop adds rather than how long the queue is.
 #   RATE=0 bash benches/load.sh     # skip the paced comparison
+#   PROFILE=dist bash benches/load.sh  # all four processes from the Docker image's build profile
 #   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
 #                                   # every SOAK_EVERY=5 s (first/last/max printed)
 set -euo pipefail
@@ -22,8 +23,10 @@ DUR=${1:-10}
 CONN=${2:-64}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 bash scripts/setup.sh
-cargo build --release -q
-BIN=target/release/aap-gateway
+# PROFILE=dist measures the binary the Docker image ships (Cargo.toml [profile.dist]).
+PROFILE=${PROFILE:-release}
+cargo build --profile "$PROFILE" -q
+BIN=target/$PROFILE/aap-gateway
 WORK=$(mktemp -d)
 PIDS=()
 # SIGINT stops a gateway at once (SIGTERM would drain for seconds, and a run started meanwhile on the same
