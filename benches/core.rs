@@ -19,6 +19,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::hint::black_box;
 
+// The allocator the gateway binary runs with (`src/main.rs`), so buffers the
+// size of an answer cost here what they cost there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SEARCH: &str = r#"{"jsonrpc":"2.0","id":"search-1","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"inventory.search.request","filters":{"price_max":35000,"status":["available"]},"pagination":{"limit":20},"sort":{"field":"price","order":"asc"},"privacy":{"anonymous":true}}}}"#;
 
 fn benches(c: &mut Criterion) {
@@ -163,6 +168,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("result validation of a Doc (search, 20 vehicles)", |b| {
         b.iter(|| schemas.result_holds(Skill::InventorySearch, black_box(&doc)))
     });
+    demo_answer(c, &schemas, &id);
     let record = AccessRecord {
         correlation_id: "4bf92f3577b34da6a3ce929d0e0e4736",
         tenant: "demo-toyota",
@@ -180,6 +186,88 @@ fn benches(c: &mut Criterion) {
     c.bench_function("access log line", |b| {
         b.iter(|| line(black_box(&record), time::OffsetDateTime::now_utc()))
     });
+}
+
+/// The answer `benches/load.sh` measures: the embedded demo dealer's five
+/// cheapest available Toyotas (31 members each, photo and page URLs,
+/// prose), where the vehicles above are narrow synthetic ones. Read, validate
+/// and write it the way the gateway does, each step on its own and then as
+/// one, against the same steps through `serde_json::Value`.
+fn demo_answer(c: &mut Criterion, schemas: &SchemaSet, id: &serde_json::Value) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/demo-inventory.json");
+    let inventory: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(path).expect("demo inventory")).expect("parses");
+    let mut matching: Vec<&serde_json::Value> = inventory
+        .iter()
+        .filter(|v| v["make"] == "Toyota" && v["status"] == "available")
+        .collect();
+    matching.sort_by_key(|v| v["price"].as_i64());
+    let five: Vec<&serde_json::Value> = matching.iter().take(5).copied().collect();
+    let payload = json!({"type": "inventory.search.response", "data": {
+        "total": matching.len(), "vehicles": five, "skip": 0, "limit": 5,
+        "next_cursor": "eyJvIjo1LCJsIjo1fQ.L02yRDwca0BoVbKNxNBmuA"}});
+    let text = serde_json::to_string(&payload).expect("serializes");
+    let frame = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{text}}}}}"#,
+        serde_json::to_string(&text).expect("serializes")
+    );
+    let mut group = c.benchmark_group("demo search answer (5 vehicles, 12.8 KB frame)");
+    group.bench_function("frame read by serde_json into a Value (baseline)", |b| {
+        b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&frame)).expect("parses"))
+    });
+    group.bench_function("frame read by json::Reader", |b| {
+        b.iter(|| read_json_answer(black_box(frame.as_bytes()), 200).expect("reads"))
+    });
+    let doc = Doc::parse(&text).expect("parses");
+    group.bench_function("result validation of a Value (baseline)", |b| {
+        b.iter(|| schemas.validate_result(Skill::InventorySearch, black_box(&payload)))
+    });
+    group.bench_function("result validation of a Doc", |b| {
+        b.iter(|| schemas.result_holds(Skill::InventorySearch, black_box(&doc)))
+    });
+    group.bench_function("answer written by tool_message from the Doc", |b| {
+        b.iter_batched(
+            || ToolResult {
+                payload: Payload::Doc(doc.clone()),
+                is_error: false,
+            },
+            |r| tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function(
+        "frame to client bytes via serde_json Value (baseline)",
+        |b| {
+            b.iter(|| {
+                let mut v: serde_json::Value =
+                    serde_json::from_str(black_box(&frame)).expect("parses");
+                let payload = v["result"]["structuredContent"].take();
+                assert!(schemas
+                    .validate_result(Skill::InventorySearch, &payload)
+                    .is_ok());
+                let r = ToolResult {
+                    payload: payload.into(),
+                    is_error: false,
+                };
+                tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
+            })
+        },
+    );
+    group.bench_function("frame to client bytes as the gateway does it", |b| {
+        b.iter(|| {
+            let payload = read_json_answer(black_box(frame.as_bytes()), 200).expect("reads");
+            let Payload::Doc(doc) = &payload else {
+                panic!("not read as a document")
+            };
+            assert!(schemas.result_holds(Skill::InventorySearch, doc));
+            let r = ToolResult {
+                payload,
+                is_error: false,
+            };
+            tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
+        })
+    });
+    group.finish();
 }
 
 criterion_group!(core, benches);

@@ -43,10 +43,22 @@ fuzz_target!(|data: &[u8]| {
 
     let ours = Doc::parse(text);
     let theirs = serde_json::from_str::<Value>(text);
+    // Whether some object repeats a member name, by the gateway's other
+    // strict parser (the client envelope's), which refuses exactly that.
+    let repeats = || {
+        aap_gateway::mcp::jsonrpc::parse_json(data, 10_000)
+            .is_err_and(|e| e.message.contains("duplicate key"))
+    };
     match (&ours, &theirs) {
-        (Ok(doc), Ok(value)) => assert!(same(&doc.to_value(), value), "values differ"),
+        (Ok(doc), Ok(value)) => {
+            assert!(same(&doc.to_value(), value), "values differ");
+            assert!(!repeats(), "a repeated member name was not noticed");
+        }
         (Err(_), Err(_)) => {}
-        (Err(e), Ok(_)) => assert_eq!(e.what, "an object repeats a member name"),
+        (Err(e), Ok(_)) => {
+            assert_eq!(e.what, "an object repeats a member name");
+            assert!(repeats(), "refused a repeated member name that is not there");
+        }
         (Ok(_), Err(e)) => panic!("accepted what serde_json refuses: {e}"),
     }
 

@@ -473,6 +473,18 @@ mod tests {
         assert!(Doc::parse(&format!("{{{}}}", many.join(","))).is_ok());
         let with_repeat = format!("{{{},\"k007\":0}}", many.join(","));
         assert!(Doc::parse(&with_repeat).is_err());
+        // Every name repeated once, at the end and in the middle.
+        for i in 0..many.len() {
+            let name = format!("\"k{i:03}\":0");
+            let at_end = format!("{{{},{name}}}", many.join(","));
+            assert!(Doc::parse(&at_end).is_err(), "k{i:03} at the end");
+            let mut spliced = many.clone();
+            spliced.insert(100.max(i + 1), name);
+            assert!(
+                Doc::parse(&format!("{{{}}}", spliced.join(","))).is_err(),
+                "k{i:03} inside"
+            );
+        }
     }
 
     #[test]

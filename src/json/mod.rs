@@ -199,9 +199,10 @@ impl<'a> Reader<'a> {
                 let mut len = 0u32;
                 // One bit per name signature seen so far: only a name whose
                 // bit is already set is compared with the earlier names, so
-                // distinct names (the normal case) cost no comparisons.
-                let mut seen = 0u64;
-                let text = self.text;
+                // distinct names (the normal case) rarely cost comparisons
+                // (a 31-member vehicle: about 3 scans instead of 31).
+                let mut seen = 0u128;
+                let text = self.text.as_bytes();
                 self.object_with(
                     nodes,
                     // Names are pushed in place, like every node (a `Node`
@@ -213,7 +214,7 @@ impl<'a> Reader<'a> {
                     },
                     |r, nodes, name_at| {
                         let key = nodes.len() - 1;
-                        let bit = 1u64 << signature(node_str(text, &nodes[key]));
+                        let bit = 1u128 << signature(node_bytes(text, &nodes[key]));
                         if seen & bit != 0 && repeats(nodes, text, at, key) {
                             return Err(Error::new("an object repeats a member name", name_at));
                         }
@@ -478,23 +479,24 @@ impl<'a> Reader<'a> {
 }
 
 /// The text of a string node.
-fn node_str<'t>(text: &'t str, node: &'t Node) -> &'t str {
+fn node_bytes<'t>(text: &'t [u8], node: &'t Node) -> &'t [u8] {
     match node {
         Node::Str { start, end } => text.get(*start as usize..*end as usize).unwrap_or_default(),
-        Node::Decoded(s) => s,
-        _ => "",
+        Node::Decoded(s) => s.as_bytes(),
+        _ => b"",
     }
 }
 
 /// Whether the name pushed at `nodes[key]` repeats an earlier member
 /// name of the object whose node is `nodes[at]` (still being read).
-fn repeats(nodes: &[Node], text: &str, at: usize, key: usize) -> bool {
-    let Some(name) = nodes.get(key).map(|n| node_str(text, n)) else {
+/// Names compare as bytes: equal strings are equal byte strings.
+fn repeats(nodes: &[Node], text: &[u8], at: usize, key: usize) -> bool {
+    let Some(name) = nodes.get(key).map(|n| node_bytes(text, n)) else {
         return false;
     };
     let mut i = at + 1;
     while i < key {
-        if node_str(text, &nodes[i]) == name {
+        if node_bytes(text, &nodes[i]) == name {
             return true;
         }
         i = match nodes.get(i + 1) {
@@ -506,16 +508,13 @@ fn repeats(nodes: &[Node], text: &str, at: usize, key: usize) -> bool {
     false
 }
 
-/// A cheap 6-bit digest of a member name (length and first and last bytes).
-fn signature(name: &str) -> u32 {
-    let b = name.as_bytes();
-    let first = b.first().copied().unwrap_or(0) as u32;
-    let last = b.last().copied().unwrap_or(0) as u32;
-    (b.len() as u32)
-        .wrapping_mul(7)
-        .wrapping_add(first.wrapping_mul(3))
-        .wrapping_add(last)
-        % 64
+/// A 7-bit digest of a member name: its length and first, middle and last
+/// bytes, mixed by a multiplicative (Fibonacci) hash and read from the top.
+fn signature(name: &[u8]) -> u32 {
+    let n = name.len();
+    let byte = |i: usize| u32::from(name.get(i).copied().unwrap_or(0));
+    let key = (n as u32) ^ (byte(0) << 8) ^ (byte(n / 2) << 16) ^ (byte(n.wrapping_sub(1)) << 24);
+    key.wrapping_mul(0x9E37_79B1) >> 25
 }
 
 /// A number written as a float that is a whole number within ±2^53
