@@ -114,39 +114,11 @@ fn benches(c: &mut Criterion) {
     );
     c.bench_function(
         "upstream answer to client bytes via serde_json Value (baseline, 20 vehicles)",
-        |b| {
-            b.iter(|| {
-                let mut v: serde_json::Value =
-                    serde_json::from_str(black_box(&frame)).expect("parses");
-                let payload = v["result"]["structuredContent"].take();
-                assert!(schemas
-                    .validate_result(Skill::InventorySearch, &payload)
-                    .is_ok());
-                let r = ToolResult {
-                    payload: payload.into(),
-                    is_error: false,
-                };
-                tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
-            })
-        },
+        |b| b.iter(|| answer_via_value(&schemas, &id, black_box(&frame))),
     );
     c.bench_function(
         "upstream answer to client bytes via json::Reader and Doc (20 vehicles)",
-        |b| {
-            b.iter(|| {
-                let payload = read_json_answer(black_box(frame.as_bytes()), 200).expect("reads");
-                let Payload::Doc(doc) = &payload else {
-                    panic!("not read as a document")
-                };
-                assert!(!doc.has_integral_float());
-                assert!(schemas.result_holds(Skill::InventorySearch, doc));
-                let r = ToolResult {
-                    payload,
-                    is_error: false,
-                };
-                tool_message(&id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
-            })
-        },
+        |b| b.iter(|| answer_as_the_gateway_does(&schemas, &id, black_box(&frame))),
     );
     c.bench_function(
         "upstream answer frame read by serde_json into a Value (20 vehicles)",
@@ -237,37 +209,43 @@ fn demo_answer(c: &mut Criterion, schemas: &SchemaSet, id: &serde_json::Value) {
     });
     group.bench_function(
         "frame to client bytes via serde_json Value (baseline)",
-        |b| {
-            b.iter(|| {
-                let mut v: serde_json::Value =
-                    serde_json::from_str(black_box(&frame)).expect("parses");
-                let payload = v["result"]["structuredContent"].take();
-                assert!(schemas
-                    .validate_result(Skill::InventorySearch, &payload)
-                    .is_ok());
-                let r = ToolResult {
-                    payload: payload.into(),
-                    is_error: false,
-                };
-                tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
-            })
-        },
+        |b| b.iter(|| answer_via_value(schemas, id, black_box(&frame))),
     );
     group.bench_function("frame to client bytes as the gateway does it", |b| {
-        b.iter(|| {
-            let payload = read_json_answer(black_box(frame.as_bytes()), 200).expect("reads");
-            let Payload::Doc(doc) = &payload else {
-                panic!("not read as a document")
-            };
-            assert!(schemas.result_holds(Skill::InventorySearch, doc));
-            let r = ToolResult {
-                payload,
-                is_error: false,
-            };
-            tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
-        })
+        b.iter(|| answer_as_the_gateway_does(schemas, id, black_box(&frame)))
     });
     group.finish();
+}
+
+/// An upstream search answer to the client's bytes through `serde_json`:
+/// the frame into a `Value`, the payload validated, the answer written.
+fn answer_via_value(schemas: &SchemaSet, id: &serde_json::Value, frame: &str) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_str(frame).expect("parses");
+    let payload = v["result"]["structuredContent"].take();
+    assert!(schemas
+        .validate_result(Skill::InventorySearch, &payload)
+        .is_ok());
+    let r = ToolResult {
+        payload: payload.into(),
+        is_error: false,
+    };
+    tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
+}
+
+/// The same, as the gateway does it: `json::Reader` reads the frame (the
+/// payload into a `Doc`), the `Doc` is validated and its text written.
+fn answer_as_the_gateway_does(schemas: &SchemaSet, id: &serde_json::Value, frame: &str) -> Vec<u8> {
+    let payload = read_json_answer(frame.as_bytes(), 200).expect("reads");
+    let Payload::Doc(doc) = &payload else {
+        panic!("not read as a document")
+    };
+    assert!(!doc.has_integral_float());
+    assert!(schemas.result_holds(Skill::InventorySearch, doc));
+    let r = ToolResult {
+        payload,
+        is_error: false,
+    };
+    tool_message(id, Revision::Modern, "aap-gateway", SERVER_VERSION, &r)
 }
 
 criterion_group!(core, benches);

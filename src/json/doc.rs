@@ -204,7 +204,8 @@ pub struct ObjectRef<'b> {
 impl<'b> ObjectRef<'b> {
     fn find(&self, name: &str) -> Option<NodeRef<'b>> {
         // `jsonschema` looks names up often (`properties`, `required`):
-        // compare lengths before bytes, without building each name's `&str`.
+        // compare lengths before bytes, without building each name's `&str`
+        // (or slice: going through `json::node_bytes` validated ~5 % slower).
         let doc = self.doc;
         let text = doc.text.as_bytes();
         let mut at = self.at + 1;
