@@ -1,8 +1,11 @@
 //! The HTTP client the forwarding backends share, on Pingora's upstream
 //! machinery:
 //!
-//! - `pingora::connectors::http::Connector` pools keep-alive connections
+//! - `pingora::connectors::TransportConnector` pools keep-alive connections
 //!   per peer; `HttpPeer` options carry the connect and read timeouts.
+//!   The request head and body leave in one write (one TCP segment for a
+//!   typical call, where Pingora's session API would flush them apart);
+//!   Pingora's HTTP/1 session then reads the answer.
 //! - `pingora::lb::LoadBalancer<RoundRobin>` spreads calls over the
 //!   configured peers. Its TCP health check runs as the load balancer's own
 //!   background loop (`LoadBalancer::run`), spawned on the first call (the
@@ -19,18 +22,20 @@
 
 use super::BackendError;
 use bytes::Bytes;
-use pingora::connectors::http::Connector;
+use pingora::connectors::TransportConnector;
 use pingora::http::RequestHeader;
 use pingora::lb::health_check::TcpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use pingora::protocols::http::client::HttpSession;
-use pingora::upstreams::peer::HttpPeer;
+use pingora::protocols::http::v1::client::{http_req_header_to_wire, HttpSession as Http1Session};
+use pingora::upstreams::peer::{HttpPeer, Peer};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 
 /// Largest upstream response body accepted.
 const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -173,7 +178,7 @@ enum Failure {
 
 pub struct Client {
     cfg: ClientConfig,
-    connector: Connector,
+    connector: TransportConnector,
     lb: Arc<LoadBalancer<RoundRobin>>,
     by_addr: HashMap<SocketAddr, usize>,
     failed: Mutex<HashMap<SocketAddr, Instant>>,
@@ -224,7 +229,7 @@ impl Client {
         }
         Ok(Client {
             cfg,
-            connector: Connector::new(None),
+            connector: TransportConnector::new(None),
             lb: Arc::new(lb),
             by_addr,
             failed: Mutex::new(HashMap::new()),
@@ -386,11 +391,11 @@ impl Client {
         }
         let connect = tokio::time::timeout(
             self.cfg.connect_timeout + Duration::from_millis(50),
-            self.connector.get_http_session(&peer),
+            self.connector.get_stream(&peer),
         )
         .await;
-        let (mut session, _reused) = match connect {
-            Ok(Ok(s)) => s,
+        let mut stream = match connect {
+            Ok(Ok((s, _reused))) => s,
             Ok(Err(e)) => {
                 self.mark_failed(spec.addr);
                 return Err(Failure::NotDelivered(format!(
@@ -407,44 +412,32 @@ impl Client {
                 )));
             }
         };
+        let wire = match request_bytes(req, &spec.authority()) {
+            Ok(w) => w,
+            Err(why) => {
+                // Nothing was written: the connection stays usable.
+                self.connector
+                    .release_stream(stream, peer.reuse_hash(), peer.options.idle_timeout);
+                return Err(Failure::NotDelivered(format!(
+                    "request to {}: {why}",
+                    spec.addr
+                )));
+            }
+        };
         let written = tokio::time::timeout(self.cfg.request_timeout, async {
-            let mut h = RequestHeader::build(req.method, req.path.as_bytes(), None)
-                .map_err(|e| e.to_string())?;
-            h.insert_header("host", spec.authority())
-                .map_err(|e| e.to_string())?;
-            for (n, v) in &req.headers {
-                h.insert_header(*n, v.as_str()).map_err(|e| e.to_string())?;
-            }
-            for (n, v) in req.extra_headers {
-                h.append_header(n.clone(), v.as_str())
-                    .map_err(|e| e.to_string())?;
-            }
-            h.insert_header("content-length", req.body.len().to_string())
-                .map_err(|e| e.to_string())?;
-            session
-                .write_request_header(Box::new(h))
-                .await
-                .map_err(|e| e.to_string())?;
-            if !req.body.is_empty() {
-                session
-                    .write_request_body(req.body.clone(), true)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            session
-                .finish_request_body()
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<(), String>(())
+            stream.write_all(&wire).await?;
+            stream.flush().await
         })
         .await;
+        let mut session = HttpSession::H1(Http1Session::new_with_options(stream, &peer));
         match written {
             Ok(Ok(())) => Ok((session, peer)),
             Ok(Err(why)) => {
                 session.shutdown().await;
                 Err(Failure::NotDelivered(format!(
-                    "write to {}: {why}",
-                    spec.addr
+                    "write to {}: {}",
+                    spec.addr,
+                    why.kind()
                 )))
             }
             Err(_) => {
@@ -475,9 +468,7 @@ impl Client {
             Ok(Ok((reply, done))) => {
                 self.mark_ok(&spec.addr);
                 if done && req.retryable {
-                    self.connector
-                        .release_http_session(session, &peer, peer.options.idle_timeout)
-                        .await;
+                    self.release(session, &peer).await;
                 } else {
                     session.shutdown().await;
                 }
@@ -493,6 +484,18 @@ impl Client {
                     "{}: no answer within {:?}",
                     spec.addr, self.cfg.request_timeout
                 )))
+            }
+        }
+    }
+
+    /// Return a connection whose answer was read to its end to the pool
+    /// (when the peer keeps it alive).
+    async fn release(&self, session: HttpSession, peer: &HttpPeer) {
+        if let HttpSession::H1(mut h1) = session {
+            h1.respect_keepalive();
+            if let Some(stream) = h1.reuse().await {
+                self.connector
+                    .release_stream(stream, peer.reuse_hash(), peer.options.idle_timeout);
             }
         }
     }
@@ -581,9 +584,7 @@ impl Client {
             .await;
             return match read {
                 Ok(Ok(_)) => {
-                    self.connector
-                        .release_http_session(session, &peer, peer.options.idle_timeout)
-                        .await;
+                    self.release(session, &peer).await;
                     Ok(Streamed {
                         peer: i,
                         status: reply.status,
@@ -654,6 +655,30 @@ pub enum StreamedBody {
     Whole(Bytes),
     /// `text/event-stream` chunks as the peer sends them.
     Events(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+/// The whole request as it goes on the wire: head and body in one buffer.
+/// Pingora's `RequestHeader` checks every name and value (no CR/LF from a
+/// forwarded client header can split the request).
+fn request_bytes(req: &Request<'_>, authority: &str) -> Result<Vec<u8>, String> {
+    let mut h =
+        RequestHeader::build(req.method, req.path.as_bytes(), None).map_err(|e| e.to_string())?;
+    h.insert_header("host", authority)
+        .map_err(|e| e.to_string())?;
+    for (n, v) in &req.headers {
+        h.insert_header(*n, v.as_str()).map_err(|e| e.to_string())?;
+    }
+    for (n, v) in req.extra_headers {
+        h.append_header(n.clone(), v.as_str())
+            .map_err(|e| e.to_string())?;
+    }
+    h.insert_header("content-length", req.body.len().to_string())
+        .map_err(|e| e.to_string())?;
+    let head = http_req_header_to_wire(&h).ok_or("the request path cannot be sent")?;
+    let mut wire = Vec::with_capacity(head.len() + req.body.len());
+    wire.extend_from_slice(&head);
+    wire.extend_from_slice(&req.body);
+    Ok(wire)
 }
 
 fn into_error(f: Failure) -> BackendError {
@@ -740,6 +765,56 @@ async fn read_body(
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(extra: &'a [(String, String)], body: &'static str) -> Request<'a> {
+        Request {
+            method: "POST",
+            path: "/mcp",
+            headers: vec![("content-type", "application/json".into())],
+            extra_headers: extra,
+            body: Bytes::from_static(body.as_bytes()),
+            retryable: true,
+        }
+    }
+
+    #[test]
+    fn head_and_body_go_out_as_one_message() {
+        let extra = [("mcp-param-region".to_owned(), "eu".to_owned())];
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let wire = request_bytes(&request(&extra, body), "127.0.0.1:9").unwrap();
+        let text = String::from_utf8(wire).unwrap();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+        assert_eq!(rest, body);
+        let mut lines = head.split("\r\n");
+        assert_eq!(lines.next(), Some("POST /mcp HTTP/1.1"));
+        let mut fields: Vec<&str> = lines.collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "content-length: 46",
+                "content-type: application/json",
+                "host: 127.0.0.1:9",
+                "mcp-param-region: eu",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_forwarded_value_cannot_split_the_request() {
+        for bad in ["eu\r\nx-injected: 1", "eu\nx: 1", "eu\0"] {
+            let extra = [("mcp-param-region".to_owned(), bad.to_owned())];
+            assert!(
+                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                "{bad:?}"
+            );
         }
     }
 }
