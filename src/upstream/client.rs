@@ -23,12 +23,11 @@
 use super::BackendError;
 use bytes::Bytes;
 use pingora::connectors::TransportConnector;
-use pingora::http::RequestHeader;
 use pingora::lb::health_check::TcpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use pingora::protocols::http::client::HttpSession;
-use pingora::protocols::http::v1::client::{http_req_header_to_wire, HttpSession as Http1Session};
+use pingora::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -658,27 +657,56 @@ pub enum StreamedBody {
 }
 
 /// The whole request as it goes on the wire: head and body in one buffer.
-/// Pingora's `RequestHeader` checks every name and value (no CR/LF from a
-/// forwarded client header can split the request).
+/// Every name must be an HTTP token and every value free of control
+/// characters, so nothing forwarded from a client (`Mcp-Param-*`) can end
+/// a header line early and smuggle in another header or request.
 fn request_bytes(req: &Request<'_>, authority: &str) -> Result<Vec<u8>, String> {
-    let mut h =
-        RequestHeader::build(req.method, req.path.as_bytes(), None).map_err(|e| e.to_string())?;
-    h.insert_header("host", authority)
-        .map_err(|e| e.to_string())?;
+    let target_ok = req.path.starts_with('/') && req.path.bytes().all(|b| b.is_ascii_graphic());
+    if !is_token(req.method) || !target_ok {
+        return Err("the request line cannot be sent".into());
+    }
+    let mut wire = Vec::with_capacity(256 + req.body.len());
+    wire.extend_from_slice(req.method.as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(req.path.as_bytes());
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    header_line(&mut wire, "host", authority)?;
     for (n, v) in &req.headers {
-        h.insert_header(*n, v.as_str()).map_err(|e| e.to_string())?;
+        header_line(&mut wire, n, v)?;
     }
     for (n, v) in req.extra_headers {
-        h.append_header(n.clone(), v.as_str())
-            .map_err(|e| e.to_string())?;
+        header_line(&mut wire, n, v)?;
     }
-    h.insert_header("content-length", req.body.len().to_string())
-        .map_err(|e| e.to_string())?;
-    let head = http_req_header_to_wire(&h).ok_or("the request path cannot be sent")?;
-    let mut wire = Vec::with_capacity(head.len() + req.body.len());
-    wire.extend_from_slice(&head);
+    let mut len = itoa::Buffer::new();
+    header_line(&mut wire, "content-length", len.format(req.body.len()))?;
+    wire.extend_from_slice(b"\r\n");
     wire.extend_from_slice(&req.body);
     Ok(wire)
+}
+
+/// `name: value` and CRLF, after checking both (RFC 9110 §5.1, §5.5).
+fn header_line(wire: &mut Vec<u8>, name: &str, value: &str) -> Result<(), String> {
+    if !is_token(name) {
+        return Err("a header name is not an HTTP token".into());
+    }
+    let value_ok = value
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80);
+    if !value_ok {
+        return Err(format!("the {name} header holds a control character"));
+    }
+    wire.extend_from_slice(name.as_bytes());
+    wire.extend_from_slice(b": ");
+    wire.extend_from_slice(value.trim_matches([' ', '\t']).as_bytes());
+    wire.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// An RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn into_error(f: Failure) -> BackendError {
@@ -809,12 +837,22 @@ mod tests {
 
     #[test]
     fn a_forwarded_value_cannot_split_the_request() {
-        for bad in ["eu\r\nx-injected: 1", "eu\nx: 1", "eu\0"] {
+        for bad in ["eu\r\nx-injected: 1", "eu\nx: 1", "eu\0", "eu\x7f"] {
             let extra = [("mcp-param-region".to_owned(), bad.to_owned())];
             assert!(
                 request_bytes(&request(&extra, "{}"), "h:1").is_err(),
                 "{bad:?}"
             );
         }
+        for name in ["", "mcp-param-a b", "mcp-param-a:b", "x\r\ny"] {
+            let extra = [(name.to_owned(), "v".to_owned())];
+            assert!(
+                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                "{name:?}"
+            );
+        }
+        let mut req = request(&[], "{}");
+        req.path = "/mcp HTTP/1.1\r\nx: 1";
+        assert!(request_bytes(&req, "h:1").is_err());
     }
 }
