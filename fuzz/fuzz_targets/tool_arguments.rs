@@ -4,12 +4,15 @@
 //! Byte 0 picks the tool (low bits) and whether the matching `"type"` is
 //! forced into an object (bit 3), so the fuzzer reaches the schema checks
 //! instead of stopping at a wrong `type`. The rest is the arguments' JSON,
-//! parsed with the gateway's own strict parser.
+//! parsed with the gateway's own strict parser. The gateway's own entry
+//! (`check_tool_arguments`, on a document) must decide as the `Value` check.
 #![no_main]
 
-use aap_gateway::aap::contract::check_arguments;
+use aap_gateway::aap::arguments::Arguments;
+use aap_gateway::aap::contract::{check_arguments, check_tool_arguments};
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
+use aap_gateway::json::Doc;
 use aap_gateway::mcp::jsonrpc::parse_json;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -54,7 +57,17 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let schemas = &*SCHEMAS;
-    match check_arguments(schemas, skill, &args) {
+    let verdict = check_arguments(schemas, skill, &args);
+    // The gateway's path (a document, a `Value` only when needed) decides
+    // exactly as the `Value` path does.
+    let doc = Doc::parse(&args.to_string()).expect("a Value's text reads back");
+    let fast = check_tool_arguments(schemas, skill, &Arguments::new(&doc));
+    assert_eq!(
+        fast.as_ref().map(|r| r.outcome.as_str()),
+        verdict.as_ref().map(|r| r.outcome.as_str()),
+        "document and Value checks disagree"
+    );
+    match verdict {
         None => {
             // Accepted arguments are schema-valid and of the tool's type.
             assert!(

@@ -2,6 +2,7 @@
 //! backend, passes through [`Contract::execute`]: argument validation,
 //! consent, quota, idempotency, the backend call and result validation.
 
+use super::arguments::Arguments;
 use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
 use super::payload::Payload;
 use super::schemas::SchemaSet;
@@ -82,13 +83,11 @@ impl Contract {
     pub async fn execute(
         &self,
         skill: Skill,
-        arguments: Option<&Value>,
+        args: &Arguments<'_>,
         caller: &str,
         forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
-        let empty = json!({});
-        let args = arguments.unwrap_or(&empty);
-        if let Some(rejection) = self.check_arguments(skill, args) {
+        if let Some(rejection) = check_tool_arguments(&self.schemas, skill, args) {
             return Ok(rejection);
         }
         if skill == Skill::LeadSubmit {
@@ -98,11 +97,6 @@ impl Contract {
             return Ok(limited);
         }
         self.call_backend(skill, args, caller, None, forward).await
-    }
-
-    /// Schema and consent checks; `Some` is the typed rejection.
-    pub fn check_arguments(&self, skill: Skill, args: &Value) -> Option<ToolOutcome> {
-        check_arguments(&self.schemas, skill, args)
     }
 
     async fn check_quota(&self, skill: Skill, caller: &str) -> Option<ToolOutcome> {
@@ -136,10 +130,11 @@ impl Contract {
 
     async fn submit_lead(
         &self,
-        args: &Value,
+        arguments: &Arguments<'_>,
         caller: &str,
         forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
+        let args = arguments.value();
         let key = args
             .get("idempotency_key")
             .and_then(Value::as_str)
@@ -200,7 +195,7 @@ impl Contract {
             return Ok(limited);
         }
         let result = self
-            .call_backend(Skill::LeadSubmit, args, caller, Some(&record), forward)
+            .call_backend(Skill::LeadSubmit, arguments, caller, Some(&record), forward)
             .await;
         match &result {
             Ok(out)
@@ -242,7 +237,7 @@ impl Contract {
     async fn call_backend(
         &self,
         skill: Skill,
-        args: &Value,
+        args: &Arguments<'_>,
         caller: &str,
         idem: Option<&str>,
         forward: &Forward,
@@ -345,6 +340,28 @@ impl Contract {
             "backend result failed its schema"
         );
     }
+}
+
+/// [`check_arguments`] as the gateway runs it: arguments that are plainly
+/// fine (a read's object of the right type that holds its schema as a
+/// [`Doc`]) pass without a `Value`; anything else, and every lead, takes
+/// the `Value` path, which alone words the rejection.
+pub fn check_tool_arguments(
+    schemas: &SchemaSet,
+    skill: Skill,
+    args: &Arguments<'_>,
+) -> Option<ToolOutcome> {
+    let root = args.doc().root();
+    let plainly_fine = skill != Skill::LeadSubmit
+        && root.is_object()
+        && root
+            .member("type")
+            .is_none_or(|t| t.as_str() == Some(skill.request_type()))
+        && schemas.request_holds(skill, args.doc());
+    if plainly_fine {
+        return None;
+    }
+    check_arguments(schemas, skill, args.value())
 }
 
 /// Schema and consent checks of tool arguments, without any state or

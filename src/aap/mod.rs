@@ -1,5 +1,6 @@
 //! The AAP contract shared by every binding and backend.
 
+pub mod arguments;
 pub mod catalog;
 pub mod contract;
 pub mod cursor;

@@ -48,8 +48,8 @@ pub enum SchemaError {
 pub struct SchemaSet {
     docs: BTreeMap<String, Value>,
     validators: BTreeMap<String, Validator>,
-    /// The result schemas (responses and `error`) again, for instances held
-    /// as a [`Doc`] (upstream answers that pass through as text).
+    /// The request and result schemas again, for instances held as a
+    /// [`Doc`] (tool arguments, upstream answers that pass through as text).
     doc_validators: BTreeMap<String, Validator<DocJson>>,
 }
 
@@ -115,10 +115,11 @@ impl SchemaSet {
     fn from_docs(docs: BTreeMap<String, Value>) -> Result<SchemaSet, SchemaError> {
         let mut validators = BTreeMap::new();
         let mut doc_validators = BTreeMap::new();
-        // Only results are validated as a `Doc` (`result_holds`).
-        let results: Vec<String> = Skill::ALL
+        // Requests and results are also validated as a `Doc`
+        // (`request_holds`, `result_holds`); other stems only as a `Value`.
+        let as_docs: Vec<String> = Skill::ALL
             .iter()
-            .map(|&s| Self::response_stem(s))
+            .flat_map(|&s| [Self::request_stem(s), Self::response_stem(s)])
             .chain(["error".to_owned()])
             .collect();
         for (stem, doc) in &docs {
@@ -128,7 +129,7 @@ impl SchemaSet {
                 problem,
             };
             validators.insert(stem.clone(), compile(doc).map_err(invalid)?);
-            if results.contains(stem) {
+            if as_docs.contains(stem) {
                 doc_validators.insert(stem.clone(), compile_for_docs(doc).map_err(invalid)?);
             }
         }
@@ -165,6 +166,14 @@ impl SchemaSet {
     /// Validate a request; `Err` carries every violation as field errors.
     pub fn validate_request(&self, skill: Skill, instance: &Value) -> Result<(), Vec<Value>> {
         self.validate_stem(&Self::request_stem(skill), instance)
+    }
+
+    /// [`SchemaSet::validate_request`] for a borrowed document: only
+    /// whether it holds (details come from the `Value` path).
+    pub fn request_holds(&self, skill: Skill, instance: &Doc) -> bool {
+        self.doc_validators
+            .get(&Self::request_stem(skill))
+            .is_some_and(|v| v.is_valid(instance.root()))
     }
 
     /// Validate a backend answer against the output union: the skill's

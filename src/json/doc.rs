@@ -145,6 +145,10 @@ impl<'b> NodeRef<'b> {
         self.doc.str_of(self.node())
     }
 
+    pub fn is_object(&self) -> bool {
+        matches!(self.node(), Node::Object { .. })
+    }
+
     fn object(&self) -> Option<ObjectRef<'b>> {
         match self.node() {
             Node::Object { len, .. } => Some(ObjectRef {

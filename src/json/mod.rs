@@ -76,6 +76,7 @@ pub struct Reader<'a> {
     text: &'a str,
     pos: usize,
     depth: usize,
+    max_depth: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -84,7 +85,15 @@ impl<'a> Reader<'a> {
             text,
             pos: 0,
             depth: 0,
+            max_depth: MAX_DEPTH,
         }
+    }
+
+    /// Let containers nest at most `max_depth` deep ([`MAX_DEPTH`] unless
+    /// set), e.g. to apply a configured limit to part of a larger text.
+    pub fn with_max_depth(mut self, max_depth: usize) -> Reader<'a> {
+        self.max_depth = max_depth;
+        self
     }
 
     /// A reader over bytes that must be UTF-8 (checked once, up front).
@@ -134,7 +143,7 @@ impl<'a> Reader<'a> {
 
     fn enter(&mut self) -> Result<(), Error> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
+        if self.depth > self.max_depth {
             return Err(self.error("nesting too deep"));
         }
         Ok(())

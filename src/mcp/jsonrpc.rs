@@ -5,8 +5,11 @@
 //! or `name` a body carries), nesting depth is bounded, and batches are refused
 //! because neither supported MCP revision allows them.
 
+use crate::json::{self, Doc};
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::cell::Cell;
 use std::fmt;
 
 /// JSON-RPC and MCP error codes the gateway emits.
@@ -40,8 +43,13 @@ pub enum Message {
     Request {
         id: RequestId,
         method: String,
+        /// `params` without `arguments`, which is read apart.
         params: Option<Map<String, Value>>,
+        /// `params.arguments`, read into a document (see `aap::arguments`).
+        arguments: Option<Doc>,
     },
+    /// (A notification's `params.arguments`, were there one, is dropped:
+    /// no notification the gateway handles has arguments.)
     Notification {
         method: String,
         params: Option<Map<String, Value>>,
@@ -139,9 +147,18 @@ pub fn result_body(id: &RequestId, result: Value) -> Value {
 
 /// Parse bytes into JSON, rejecting duplicate keys and excessive depth.
 pub fn parse_json(bytes: &[u8], max_depth: usize) -> Result<Value, RpcError> {
+    parse_strict(bytes, max_depth, None)
+}
+
+fn parse_strict<'de>(
+    bytes: &'de [u8],
+    max_depth: usize,
+    arguments: Option<&ArgumentsSlot<'de>>,
+) -> Result<Value, RpcError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = StrictValue {
         depth_left: max_depth,
+        arguments: arguments.map(|slot| (slot, Level::Root)),
     }
     .deserialize(&mut de)
     .map_err(|e| RpcError::parse(describe_parse_error(&e)))?;
@@ -160,10 +177,31 @@ fn describe_parse_error(e: &serde_json::Error) -> String {
     }
 }
 
-/// Parse a POST body into one JSON-RPC message.
+/// Parse a POST body into one JSON-RPC message. `params.arguments` is
+/// read into a [`Doc`] with the same strictness (unique member names, the
+/// depth left at that point) instead of into the `params` map.
 pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError> {
-    let value = parse_json(bytes, max_depth)?;
-    message_from_value(value)
+    let slot = ArgumentsSlot::default();
+    let value = parse_strict(bytes, max_depth, Some(&slot))?;
+    let arguments = match slot.0.get() {
+        None => None,
+        Some((raw, depth_left)) => {
+            let mut reader = json::Reader::new(raw).with_max_depth(depth_left);
+            let doc = reader
+                .doc()
+                .and_then(|doc| reader.finish().map(|()| doc))
+                .map_err(|e| RpcError::parse(format!("Parse error: params.arguments: {e}")))?;
+            Some(doc)
+        }
+    };
+    let mut message = message_from_value(value)?;
+    if let Message::Request {
+        arguments: slot, ..
+    } = &mut message
+    {
+        *slot = arguments;
+    }
+    Ok(message)
 }
 
 /// Validate the JSON-RPC envelope of an already-parsed value.
@@ -211,7 +249,12 @@ pub fn message_from_value(value: Value) -> Result<Message, RpcError> {
                 ));
             }
             Ok(match id {
-                Some(id) => Message::Request { id, method, params },
+                Some(id) => Message::Request {
+                    id,
+                    method,
+                    params,
+                    arguments: None,
+                },
                 None => Message::Notification { method, params },
             })
         }
@@ -231,21 +274,40 @@ pub fn message_from_value(value: Value) -> Result<Message, RpcError> {
     }
 }
 
-/// Deserializes a `serde_json::Value` while refusing duplicate keys and
-/// bounding depth (serde_json's own recursion limit is not configurable).
-struct StrictValue {
-    depth_left: usize,
+/// Where [`parse_message`] keeps the text of `params.arguments` and the
+/// depth left for it while the rest of the envelope becomes a `Value`.
+#[derive(Default)]
+struct ArgumentsSlot<'de>(Cell<Option<(&'de str, usize)>>);
+
+/// Which level of the envelope a [`StrictValue`] reads.
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    Root,
+    Params,
+    Inner,
 }
 
-impl<'de> DeserializeSeed<'de> for StrictValue {
+/// Deserializes a `serde_json::Value` while refusing duplicate keys and
+/// bounding depth (serde_json's own recursion limit is not configurable).
+struct StrictValue<'s, 'de> {
+    depth_left: usize,
+    /// Set when reading a message envelope: `params.arguments` goes here.
+    arguments: Option<(&'s ArgumentsSlot<'de>, Level)>,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue<'_, 'de> {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl StrictValue {
-    fn child<E: de::Error>(&self) -> Result<StrictValue, E> {
+impl<'s, 'de> StrictValue<'s, 'de> {
+    fn child<E: de::Error>(&self) -> Result<StrictValue<'s, 'de>, E> {
+        self.child_at(Level::Inner)
+    }
+
+    fn child_at<E: de::Error>(&self, level: Level) -> Result<StrictValue<'s, 'de>, E> {
         if self.depth_left == 0 {
             return Err(E::custom(
                 "JSON nesting exceeds the configured maximum depth",
@@ -253,11 +315,23 @@ impl StrictValue {
         }
         Ok(StrictValue {
             depth_left: self.depth_left - 1,
+            arguments: self
+                .arguments
+                .filter(|_| level != Level::Inner)
+                .map(|(slot, _)| (slot, level)),
         })
+    }
+
+    /// The level below this object for member `key`.
+    fn level_of(&self, key: &str) -> Level {
+        match (self.arguments, key) {
+            (Some((_, Level::Root)), "params") => Level::Params,
+            _ => Level::Inner,
+        }
     }
 }
 
-impl<'de> Visitor<'de> for StrictValue {
+impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
     type Value = Value;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
@@ -302,12 +376,27 @@ impl<'de> Visitor<'de> for StrictValue {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            if let Some((slot, Level::Params)) = self.arguments.filter(|_| key == "arguments") {
+                // Kept as text for `parse_message`; a second `arguments`
+                // is a duplicate like any other.
+                let child = self.child::<A::Error>()?;
+                let raw: &'de RawValue = map.next_value()?;
+                if slot
+                    .0
+                    .replace(Some((raw.get(), child.depth_left)))
+                    .is_some()
+                {
+                    return Err(de::Error::custom("duplicate key in JSON object"));
+                }
+                continue;
+            }
+            let level = self.level_of(&key);
             // One hash per key: the vacant entry takes the value.
-            let serde_json::map::Entry::Vacant(slot) = out.entry(key) else {
+            let serde_json::map::Entry::Vacant(entry) = out.entry(key) else {
                 return Err(de::Error::custom("duplicate key in JSON object"));
             };
-            let child = self.child()?;
-            slot.insert(map.next_value_seed(child)?);
+            let child = self.child_at(level)?;
+            entry.insert(map.next_value_seed(child)?);
         }
         Ok(Value::Object(out))
     }
@@ -389,6 +478,69 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
         assert!(parse_json(deep.as_bytes(), 32).is_err());
         assert!(parse_json(deep.as_bytes(), 64).is_ok());
+    }
+
+    #[test]
+    fn arguments_are_read_apart_and_as_strictly() {
+        let args = r#"{ "type": "x", "filters": {"make": ["Toyota"]} }"#;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{args}}}}}"#
+        );
+        let Message::Request {
+            params, arguments, ..
+        } = parse_message(body.as_bytes(), 32).unwrap()
+        else {
+            panic!("a request");
+        };
+        let params = params.unwrap();
+        assert_eq!(params.get("name"), Some(&Value::from("t")));
+        assert!(params.get("arguments").is_none());
+        let doc = arguments.unwrap();
+        assert_eq!(doc.raw(), args);
+        assert_eq!(doc.to_value(), serde_json::from_str::<Value>(args).unwrap());
+        // Only `params.arguments` is read apart.
+        let nested = br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":{"arguments":[1]}},"arguments":2}"#;
+        let Message::Request {
+            params, arguments, ..
+        } = parse_message(nested, 32).unwrap()
+        else {
+            panic!("a request");
+        };
+        assert!(arguments.is_none());
+        assert_eq!(params.unwrap()["x"]["arguments"], serde_json::json!([1]));
+
+        let refused: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{},"arguments":{}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":1,"a":2}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":[{"b":1,"b":1}]}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":"\ud800"}}}"#,
+        ];
+        for body in refused {
+            let e = parse_message(body, 32).unwrap_err();
+            assert_eq!(
+                e.code,
+                code::PARSE_ERROR,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // The depth limit counts from the top of the body: the envelope
+        // takes two levels, so 30 are left for the arguments at 32.
+        let nest = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{}1{}}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        assert!(parse_message(nest(30).as_bytes(), 32).is_ok());
+        let deep = parse_message(nest(31).as_bytes(), 32).unwrap_err();
+        assert_eq!(deep.code, code::PARSE_ERROR);
+        assert!(
+            parse_json(nest(31).as_bytes(), 32).is_err(),
+            "the same limit as a whole-value parse"
+        );
+        assert!(parse_json(nest(30).as_bytes(), 32).is_ok());
     }
 
     #[test]

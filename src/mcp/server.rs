@@ -12,9 +12,11 @@ use super::media::{self, ResponseMedia};
 use super::result::{tool_message, ToolResult};
 use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
+use crate::aap::arguments::Arguments;
 use crate::aap::contract::{Contract, ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
 use crate::http::{BodyStream, HttpRequest, HttpResponse};
+use crate::json::Doc;
 use crate::upstream::{Forward, ProtocolError};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -110,6 +112,8 @@ enum Answer {
 struct CallCtx<'a> {
     rev: Revision,
     id: &'a Value,
+    /// `params.arguments`, read apart from the other params.
+    arguments: Option<&'a Doc>,
     /// The client accepts `text/event-stream`.
     stream_ok: bool,
     req: &'a HttpRequest,
@@ -315,7 +319,12 @@ impl Endpoint {
                     .map(Revision::as_str);
                 Ok(Reply::accepted())
             }
-            Message::Request { id, method, params } => {
+            Message::Request {
+                id,
+                method,
+                params,
+                arguments,
+            } => {
                 let ctx = VersionContext {
                     headers: &mirror,
                     session_version: session_version.as_deref(),
@@ -333,6 +342,7 @@ impl Endpoint {
                 let ctx = CallCtx {
                     rev,
                     id,
+                    arguments: arguments.as_ref(),
                     stream_ok,
                     req,
                 };
@@ -592,7 +602,10 @@ impl Endpoint {
                 return Err(e);
             }
         }
-        let arguments = params.and_then(|p| p.get("arguments"));
+        let arguments = match ctx.arguments {
+            Some(doc) => Arguments::new(doc),
+            None => Arguments::empty(),
+        };
         let mut forward = Forward {
             param_headers: ctx
                 .req
@@ -611,7 +624,7 @@ impl Endpoint {
         if !(ctx.stream_ok && self.contract.backend.may_notify()) {
             let done = self
                 .contract
-                .execute(skill, arguments, caller.scope, &forward)
+                .execute(skill, &arguments, caller.scope, &forward)
                 .await;
             return tool_answer(done, ctx.rev, out).map(Answer::Tool);
         }
@@ -621,13 +634,10 @@ impl Endpoint {
         let (tx, mut events) = tokio::sync::mpsc::channel(EVENT_BUFFER);
         forward.events = Some(tx);
         let contract = self.contract.clone();
-        let args = arguments.cloned();
+        let args = arguments.into_owned();
         let scope = caller.scope.to_owned();
-        let mut call = tokio::spawn(async move {
-            contract
-                .execute(skill, args.as_ref(), &scope, &forward)
-                .await
-        });
+        let mut call =
+            tokio::spawn(async move { contract.execute(skill, &args, &scope, &forward).await });
         let first = tokio::select! {
             biased;
             done = &mut call => {

@@ -328,7 +328,7 @@ impl EmbeddedDealer {
             }
         }
         // A lead about a unit that has left stock cannot be honoured.
-        if let Some(voi) = call.request.get("vehicle_of_interest") {
+        if let Some(voi) = call.request.value().get("vehicle_of_interest") {
             let unit = ["vin", "stock", "vehicle_id"].into_iter().find_map(|k| {
                 let id = voi.get(k).and_then(Value::as_str)?;
                 self.vehicles
@@ -351,7 +351,7 @@ impl EmbeddedDealer {
         let mut data = Map::new();
         data.insert("lead_id".into(), json!(lead_id));
         data.insert("status".into(), json!("received"));
-        if call.request.get("appointment").is_some() {
+        if call.request.value().get("appointment").is_some() {
             data.insert(
                 "appointment".into(),
                 json!({"appointment_id": format!("appt_{}", uuid::Uuid::now_v7().simple()), "status": "requested"}),
@@ -373,7 +373,7 @@ impl EmbeddedDealer {
             "tenant": call.tenant,
             "received_at": now_rfc3339(),
             "idempotency_ref": call.idempotency_ref,
-            "request": call.request,
+            "request": call.request.value(),
             "response": response,
         });
         let log = self.leads.clone();
@@ -394,9 +394,9 @@ impl EmbeddedDealer {
                 "type": Skill::DealerInformation.response_type(),
                 "data": self.dealer,
             }),
-            Skill::InventoryFacets => self.facets(call.request),
-            Skill::InventorySearch => self.search(call.request),
-            Skill::InventoryVehicle => self.vehicle(call.request),
+            Skill::InventoryFacets => self.facets(call.request.value()),
+            Skill::InventorySearch => self.search(call.request.value()),
+            Skill::InventoryVehicle => self.vehicle(call.request.value()),
             Skill::LeadSubmit => return self.lead(&call).await,
         })
     }

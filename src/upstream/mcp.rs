@@ -20,8 +20,8 @@
 
 use super::client::{Client, ClientConfig, Reply, Request};
 use super::{
-    forwarded_request, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode,
-    ProtocolError, SkillCall,
+    forwarded_text, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode, ProtocolError,
+    SkillCall,
 };
 use crate::aap::payload::Payload;
 use crate::json;
@@ -133,14 +133,24 @@ impl McpUpstream {
         headers: Vec<(&'static str, String)>,
         retryable: bool,
     ) -> Request<'a> {
+        // Serializing a `Value` or these request structs cannot fail
+        // (string keys only); an empty body would be refused upstream.
+        let body = serde_json::to_vec(body).unwrap_or_default();
+        self.request_bytes(body, headers, retryable)
+    }
+
+    fn request_bytes<'a>(
+        &'a self,
+        body: Vec<u8>,
+        headers: Vec<(&'static str, String)>,
+        retryable: bool,
+    ) -> Request<'a> {
         Request {
             extra_headers: &[],
             method: "POST",
             path: &self.path,
             headers,
-            // Serializing a `Value` or these request structs cannot fail
-            // (string keys only); an empty body would be refused upstream.
-            body: Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+            body: Bytes::from(body),
             retryable,
         }
     }
@@ -174,7 +184,7 @@ impl McpUpstream {
     async fn call_modern(
         &self,
         tool: &str,
-        args: &Value,
+        args: &str,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
@@ -192,7 +202,7 @@ impl McpUpstream {
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
         headers.push(("mcp-name", encode_value(tool)));
-        let mut req = self.request(&body, headers, retryable);
+        let mut req = self.request_bytes(body.to_bytes(), headers, retryable);
         req.extra_headers = &forward.param_headers;
         let watch = SseWatch::new(&id, forward);
         let matcher = |r: &Reply| watch.check(r);
@@ -286,7 +296,7 @@ impl McpUpstream {
     async fn call_legacy(
         &self,
         tool: &str,
-        args: &Value,
+        args: &str,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
@@ -320,7 +330,7 @@ impl McpUpstream {
         &self,
         peer: usize,
         tool: &str,
-        args: &Value,
+        args: &str,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
@@ -342,7 +352,7 @@ impl McpUpstream {
                 .client
                 .send_one(
                     peer,
-                    &self.request(&body, self.legacy_headers(&session), retryable),
+                    &self.request_bytes(body.to_bytes(), self.legacy_headers(&session), retryable),
                     Some(&matcher),
                 )
                 .await?;
@@ -364,7 +374,7 @@ impl McpUpstream {
     async fn call_in_era(
         &self,
         tool: &str,
-        args: &Value,
+        args: &str,
         retryable: bool,
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
@@ -375,13 +385,34 @@ impl McpUpstream {
     }
 }
 
-/// An upstream `tools/call`, serialized straight from borrowed parts: no
-/// `Value` tree is built, and the arguments are not copied.
+/// An upstream `tools/call`, written straight from borrowed parts: no
+/// `Value` tree is built, and the arguments go out as the client's text
+/// (already read and validated as JSON).
 struct ToolCall<'a> {
     id: &'a Value,
     name: &'a str,
-    arguments: &'a Value,
+    arguments: &'a str,
     meta: CallMeta<'a>,
+}
+
+impl ToolCall<'_> {
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.arguments.len() + 320);
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        // A JSON-RPC id, a tool name and `_meta` are strings, integers and
+        // string-keyed maps: writing them cannot fail.
+        let _ = serde_json::to_writer(&mut out, self.id);
+        out.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
+        let _ = serde_json::to_writer(&mut out, self.name);
+        out.extend_from_slice(br#","arguments":"#);
+        out.extend_from_slice(self.arguments.as_bytes());
+        if self.meta.modern || self.meta.progress_token.is_some() {
+            out.extend_from_slice(br#","_meta":"#);
+            let _ = serde_json::to_writer(&mut out, &self.meta);
+        }
+        out.extend_from_slice(b"}}");
+        out
+    }
 }
 
 /// `params._meta` of an upstream call: the per-request metadata a modern
@@ -389,30 +420,6 @@ struct ToolCall<'a> {
 struct CallMeta<'a> {
     modern: bool,
     progress_token: Option<&'a Value>,
-}
-
-impl serde::Serialize for ToolCall<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        struct Params<'b, 'a>(&'b ToolCall<'a>);
-        impl serde::Serialize for Params<'_, '_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(None)?;
-                m.serialize_entry("name", self.0.name)?;
-                m.serialize_entry("arguments", self.0.arguments)?;
-                if self.0.meta.modern || self.0.meta.progress_token.is_some() {
-                    m.serialize_entry("_meta", &self.0.meta)?;
-                }
-                m.end()
-            }
-        }
-        let mut m = s.serialize_map(Some(4))?;
-        m.serialize_entry("jsonrpc", "2.0")?;
-        m.serialize_entry("id", self.id)?;
-        m.serialize_entry("method", "tools/call")?;
-        m.serialize_entry("params", &Params(self))?;
-        m.end()
-    }
 }
 
 impl serde::Serialize for CallMeta<'_> {
@@ -467,7 +474,7 @@ impl Backend for McpUpstream {
     }
 
     async fn call(&self, call: SkillCall<'_>) -> Result<Payload, BackendError> {
-        let args = forwarded_request(&call, self.lead_key);
+        let args = forwarded_text(&call, self.lead_key);
         let retryable = call.skill.is_read();
         let tool = call.skill.tool_name();
         let mut answer = self.call_in_era(tool, &args, retryable, call.forward).await;
@@ -947,19 +954,23 @@ mod tests {
     #[test]
     fn tool_calls_serialize_as_the_documented_messages() {
         let id = json!("aapgw-7");
-        let args = json!({"type": "inventory.search.request", "filters": {"make": ["Toyota"]}});
+        let text = r#"{"type": "inventory.search.request", "filters": {"make": ["Toyota"]}}"#;
+        let args: Value = serde_json::from_str(text).unwrap();
         let token = json!("p-1");
         let body = |modern, progress_token| {
             let call = ToolCall {
                 id: &id,
                 name: "aap_inventory_search",
-                arguments: &args,
+                arguments: text,
                 meta: CallMeta {
                     modern,
                     progress_token,
                 },
             };
-            serde_json::from_slice::<Value>(&serde_json::to_vec(&call).unwrap()).unwrap()
+            let bytes = call.to_bytes();
+            // The client's text goes out unchanged, spacing included.
+            assert!(String::from_utf8_lossy(&bytes).contains(text));
+            serde_json::from_slice::<Value>(&bytes).unwrap()
         };
         let modern_meta = McpUpstream::modern_meta();
         assert_eq!(

@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod mcp;
 pub mod relay;
 
+use crate::aap::arguments::Arguments;
 use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use async_trait::async_trait;
@@ -21,7 +22,7 @@ pub struct SkillCall<'a> {
     pub tenant: &'a str,
     pub skill: Skill,
     /// The typed AAP request (already schema-valid).
-    pub request: &'a Value,
+    pub request: &'a Arguments<'a>,
     /// Verified caller scope (or `anonymous`).
     pub caller: &'a str,
     /// Stable reference of the idempotency record for `lead.submit`, so a
@@ -141,15 +142,28 @@ pub enum LeadKeyMode {
 /// key becomes `gw-<record>` (stable across retries and restarts). Every
 /// other request goes out as the client sent it, without a copy.
 pub fn forwarded_request<'a>(call: &SkillCall<'a>, mode: LeadKeyMode) -> Cow<'a, Value> {
-    if call.skill != Skill::LeadSubmit || mode != LeadKeyMode::Scoped {
-        return Cow::Borrowed(call.request);
+    if !rewrites_lead_key(call, mode) {
+        return Cow::Borrowed(call.request.value());
     }
-    let mut req = call.request.clone();
+    let mut req = call.request.value().clone();
     if let (Some(r), Some(obj)) = (call.idempotency_ref, req.as_object_mut()) {
         let short: String = r.chars().take(64).collect();
         obj.insert("idempotency_key".into(), Value::from(format!("gw-{short}")));
     }
     Cow::Owned(req)
+}
+
+/// [`forwarded_request`] as JSON text: the client's own text unless the
+/// lead key is rewritten.
+pub fn forwarded_text<'a>(call: &SkillCall<'a>, mode: LeadKeyMode) -> Cow<'a, str> {
+    if !rewrites_lead_key(call, mode) {
+        return Cow::Borrowed(call.request.raw());
+    }
+    Cow::Owned(forwarded_request(call, mode).to_string())
+}
+
+fn rewrites_lead_key(call: &SkillCall<'_>, mode: LeadKeyMode) -> bool {
+    call.skill == Skill::LeadSubmit && mode == LeadKeyMode::Scoped
 }
 
 /// The capabilities a forwarding backend advertises when the config names
