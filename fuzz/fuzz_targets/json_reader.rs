@@ -57,7 +57,10 @@ fuzz_target!(|data: &[u8]| {
         (Err(_), Err(_)) => {}
         (Err(e), Ok(_)) => {
             assert_eq!(e.what, "an object repeats a member name");
-            assert!(repeats(), "refused a repeated member name that is not there");
+            assert!(
+                repeats(),
+                "refused a repeated member name that is not there"
+            );
         }
         (Ok(_), Err(e)) => panic!("accepted what serde_json refuses: {e}"),
     }

@@ -2,7 +2,9 @@
 //! UTF-8) and the one-message envelope rules, on arbitrary bytes.
 //!
 //! The first byte picks the depth bound (0..=63) so shallow and deep limits
-//! are both exercised; the rest is the POST body.
+//! are both exercised; the rest is the POST body. `parse_message` reads
+//! `params.arguments` apart (into a document); it must accept, refuse and
+//! read exactly what the whole-value parse does.
 #![no_main]
 
 use aap_gateway::mcp::jsonrpc::{code, message_from_value, parse_json, parse_message, Message};
@@ -32,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    // parse_message == parse_json + message_from_value.
+    // parse_message == parse_json + message_from_value, arguments apart.
     let value = match parse_json(body, depth) {
         Ok(v) => v,
         Err(e) => {
@@ -76,26 +78,76 @@ fn check_message(message: &Message) {
     }
 }
 
-/// What the gateway acts on: kind, id, method and params (floats are not
-/// compared for exact bits: serde_json's default float parser may round
-/// differently on a round trip, and the envelope never holds floats).
-type Summary = Result<(u8, Option<Value>, Option<String>, Option<usize>), i64>;
+/// What the gateway acts on: kind, id, method, the number of params other
+/// than `arguments`, and the arguments.
+type Summary = Result<
+    (
+        u8,
+        Option<Value>,
+        Option<String>,
+        Option<usize>,
+        Option<Approx>,
+    ),
+    i64,
+>;
+
+/// A value compared with floats to 1e-12 relative: the document reader
+/// rounds floats exactly, serde_json's default float parser may not.
+#[derive(Debug)]
+struct Approx(Value);
+
+impl PartialEq for Approx {
+    fn eq(&self, other: &Approx) -> bool {
+        fn same(a: &Value, b: &Value) -> bool {
+            match (a, b) {
+                (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+                    let (x, y) = (
+                        x.as_f64().unwrap_or(f64::NAN),
+                        y.as_f64().unwrap_or(f64::NAN),
+                    );
+                    x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+                }
+                (Value::Array(x), Value::Array(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+                }
+                (Value::Object(x), Value::Object(y)) => {
+                    x.len() == y.len()
+                        && x.iter().zip(y).all(|((k, a), (l, b))| k == l && same(a, b))
+                }
+                _ => a == b,
+            }
+        }
+        same(&self.0, &other.0)
+    }
+}
 
 fn summary(m: &Result<Message, aap_gateway::mcp::jsonrpc::RpcError>) -> Summary {
+    let others = |p: &Option<serde_json::Map<String, Value>>| {
+        p.as_ref()
+            .map(|p| p.keys().filter(|k| *k != "arguments").count())
+    };
     match m {
-        Ok(Message::Request { id, method, params }) => Ok((
+        Ok(Message::Request {
+            id,
+            method,
+            params,
+            arguments,
+        }) => Ok((
             0,
             Some(id.clone()),
             Some(method.clone()),
-            params.as_ref().map(|p| p.len()),
+            others(params),
+            // Read apart by `parse_message`, or still in the params map.
+            arguments
+                .as_ref()
+                .map(|doc| doc.to_value())
+                .or_else(|| params.as_ref()?.get("arguments").cloned())
+                .map(Approx),
         )),
-        Ok(Message::Notification { method, params }) => Ok((
-            1,
-            None,
-            Some(method.clone()),
-            params.as_ref().map(|p| p.len()),
-        )),
-        Ok(Message::Response { id }) => Ok((2, Some(id.clone()), None, None)),
+        Ok(Message::Notification { method, params }) => {
+            Ok((1, None, Some(method.clone()), others(params), None))
+        }
+        Ok(Message::Response { id }) => Ok((2, Some(id.clone()), None, None, None)),
         Err(e) => Err(e.code),
     }
 }

@@ -83,10 +83,7 @@ fuzz_target!(|data: &[u8]| {
             if let Err(errors) = schemas.validate_stem("error", &payload) {
                 panic!("rejection is not a valid aap.error: {errors:?}");
             }
-            assert_eq!(
-                payload["code"].as_str(),
-                Some(rejection.outcome.as_str())
-            );
+            assert_eq!(payload["code"].as_str(), Some(rejection.outcome.as_str()));
             for e in payload["details"]["errors"]
                 .as_array()
                 .into_iter()
@@ -99,8 +96,7 @@ fuzz_target!(|data: &[u8]| {
             // with a non-ASCII character the gateway's own texts never use,
             // so a value that merely repeats fixed wording is no false alarm;
             // property names may be named, and so may schema vocabulary.
-            let details =
-                serde_json::to_string(&payload["details"]).expect("payload serializes");
+            let details = serde_json::to_string(&payload["details"]).expect("payload serializes");
             let (mut keys, mut values) = (Vec::new(), Vec::new());
             strings(&args, &mut keys, &mut values);
             for v in values {

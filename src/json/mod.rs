@@ -77,6 +77,8 @@ pub struct Reader<'a> {
     pos: usize,
     depth: usize,
     max_depth: usize,
+    /// Containers deeper than this must be empty (see `with_depth_left`).
+    filled_depth: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -86,14 +88,27 @@ impl<'a> Reader<'a> {
             pos: 0,
             depth: 0,
             max_depth: MAX_DEPTH,
+            filled_depth: usize::MAX,
         }
     }
 
-    /// Let containers nest at most `max_depth` deep ([`MAX_DEPTH`] unless
-    /// set), e.g. to apply a configured limit to part of a larger text.
-    pub fn with_max_depth(mut self, max_depth: usize) -> Reader<'a> {
-        self.max_depth = max_depth;
+    /// Read the text as a value with `depth_left` levels left under a
+    /// depth limit, counted as `mcp::jsonrpc`'s strict parser counts them:
+    /// elements may sit at most `depth_left` levels below the value (so an
+    /// empty container may sit one level deeper). Never deeper than
+    /// [`MAX_DEPTH`].
+    pub fn with_depth_left(mut self, depth_left: usize) -> Reader<'a> {
+        self.max_depth = depth_left.saturating_add(1).min(MAX_DEPTH);
+        self.filled_depth = depth_left;
         self
+    }
+
+    /// Called at a container's first element.
+    fn may_fill(&self) -> Result<(), Error> {
+        if self.depth > self.filled_depth {
+            return Err(self.error("nesting too deep"));
+        }
+        Ok(())
     }
 
     /// A reader over bytes that must be UTF-8 (checked once, up front).
@@ -345,6 +360,7 @@ impl<'a> Reader<'a> {
             self.depth -= 1;
             return Ok(());
         }
+        self.may_fill()?;
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.error("expected a member name"));
@@ -372,6 +388,7 @@ impl<'a> Reader<'a> {
             self.depth -= 1;
             return Ok(());
         }
+        self.may_fill()?;
         loop {
             item(self)?;
             match self.peek() {

@@ -186,7 +186,7 @@ pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError
     let arguments = match slot.0.get() {
         None => None,
         Some((raw, depth_left)) => {
-            let mut reader = json::Reader::new(raw).with_max_depth(depth_left);
+            let mut reader = json::Reader::new(raw).with_depth_left(depth_left);
             let doc = reader
                 .doc()
                 .and_then(|doc| reader.finish().map(|()| doc))
@@ -363,6 +363,16 @@ impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if self.depth_left == 0 {
+            // Only an element would be too deep: an empty array is fine
+            // here, as an empty object is.
+            return match seq.next_element::<de::IgnoredAny>()? {
+                None => Ok(Value::Array(Vec::new())),
+                Some(_) => Err(de::Error::custom(
+                    "JSON nesting exceeds the configured maximum depth",
+                )),
+            };
+        }
         let mut out = Vec::new();
         loop {
             let child = self.child()?;
@@ -541,6 +551,23 @@ mod tests {
             "the same limit as a whole-value parse"
         );
         assert!(parse_json(nest(30).as_bytes(), 32).is_ok());
+        // An empty container may sit one level deeper, in both parses.
+        let empty = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{}{}}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        for n in [30, 31, 32] {
+            assert_eq!(
+                parse_message(empty(n).as_bytes(), 32).is_ok(),
+                parse_json(empty(n).as_bytes(), 32).is_ok(),
+                "{n} empty levels"
+            );
+        }
+        assert!(parse_message(empty(31).as_bytes(), 32).is_ok());
+        assert!(parse_message(empty(32).as_bytes(), 32).is_err());
     }
 
     #[test]
