@@ -3,14 +3,16 @@
 //! the access log line.
 //! Run: `cargo bench --bench core`.
 
+use aap_gateway::aap::arguments::Arguments;
+use aap_gateway::aap::contract::check_tool_arguments;
 use aap_gateway::aap::payload::Payload;
 use aap_gateway::aap::schemas::SchemaSet;
 use aap_gateway::aap::skill::Skill;
 use aap_gateway::access::{line, AccessRecord};
 use aap_gateway::json::Doc;
 use aap_gateway::mcp::headers::read_mirror_headers;
-use aap_gateway::mcp::jsonrpc::parse_message;
 use aap_gateway::mcp::jsonrpc::result_body;
+use aap_gateway::mcp::jsonrpc::{message_from_value, parse_json, parse_message, Message};
 use aap_gateway::mcp::result::{tool_message, ToolResult};
 use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
 use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
@@ -30,6 +32,15 @@ fn benches(c: &mut Criterion) {
     c.bench_function("envelope parse (search tools/call)", |b| {
         b.iter(|| parse_message(black_box(SEARCH.as_bytes()), 32))
     });
+    // Before arguments were read apart: the whole body as one `Value`.
+    c.bench_function(
+        "envelope parse into one Value, arguments included (baseline)",
+        |b| {
+            b.iter(|| {
+                message_from_value(parse_json(black_box(SEARCH.as_bytes()), 32).expect("valid"))
+            })
+        },
+    );
     let message = parse_message(SEARCH.as_bytes(), 32).expect("valid");
     let headers: Vec<(String, Vec<u8>)> = vec![
         ("content-type".into(), b"application/json".to_vec()),
@@ -62,6 +73,22 @@ fn benches(c: &mut Criterion) {
     c.bench_function("argument validation (search)", |b| {
         b.iter(|| schemas.validate_request(Skill::InventorySearch, black_box(&args)))
     });
+    let Message::Request {
+        arguments: Some(args_doc),
+        ..
+    } = &message
+    else {
+        panic!("the search envelope has arguments");
+    };
+    c.bench_function(
+        "argument check as the gateway runs it (the Doc read from the envelope)",
+        |b| {
+            b.iter(|| {
+                let args = Arguments::new(black_box(args_doc));
+                assert!(check_tool_arguments(&schemas, Skill::InventorySearch, &args).is_none());
+            })
+        },
+    );
     let vehicles: Vec<serde_json::Value> = (0..20)
         .map(|i| json!({"vin":"JTDACAAU2H3400137","stock":format!("DT-{i}"),"year":2024,"make":"Toyota","model":"Camry","condition":"new","status":"available","price":31000,"fees":[{"name":"Documentation fee","amount":85}],"updated_at":"2026-11-20T17:00:00Z"}))
         .collect();
