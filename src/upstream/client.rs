@@ -388,6 +388,9 @@ impl Client {
         if !req.retryable {
             peer.group_key = WRITE_GROUP;
         }
+        // A request that cannot be sent fails before it takes a connection.
+        let wire = request_bytes(req, &spec.authority())
+            .map_err(|why| Failure::NotDelivered(format!("request to {}: {why}", spec.addr)))?;
         let connect = tokio::time::timeout(
             self.cfg.connect_timeout + Duration::from_millis(50),
             self.connector.get_stream(&peer),
@@ -407,18 +410,6 @@ impl Client {
                 self.mark_failed(spec.addr);
                 return Err(Failure::NotDelivered(format!(
                     "connect to {}: timed out",
-                    spec.addr
-                )));
-            }
-        };
-        let wire = match request_bytes(req, &spec.authority()) {
-            Ok(w) => w,
-            Err(why) => {
-                // Nothing was written: the connection stays usable.
-                self.connector
-                    .release_stream(stream, peer.reuse_hash(), peer.options.idle_timeout);
-                return Err(Failure::NotDelivered(format!(
-                    "request to {}: {why}",
                     spec.addr
                 )));
             }
