@@ -9,28 +9,13 @@
 //! as a string by `json::write_str`, which must match `serde_json`'s bytes.
 #![no_main]
 
+mod common;
+
 use aap_gateway::json::{scan, Doc, Reader};
+use common::same;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use serde_json::Value;
-
-/// Equal, with floats within a relative 1e-15 (`serde_json` parses floats
-/// best-effort; the reader's are correctly rounded).
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
-            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
-            x == y || (x - y).abs() <= x.abs().max(y.abs()) * 1e-15
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|((k, a), (l, b))| k == l && same(a, b))
-        }
-        _ => a == b,
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     // Invalid UTF-8 is refused up front by both.

@@ -7,6 +7,8 @@
 //! read exactly what the whole-value parse does.
 #![no_main]
 
+mod common;
+
 use aap_gateway::mcp::jsonrpc::{code, message_from_value, parse_json, parse_message, Message};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -91,33 +93,14 @@ type Summary = Result<
     i64,
 >;
 
-/// A value compared with floats to 1e-12 relative: the document reader
-/// rounds floats exactly, serde_json's default float parser may not.
+/// Arguments compared with [`common::same`]: the document reader rounds
+/// floats correctly, the whole-value parse (`serde_json`) may not.
 #[derive(Debug)]
 struct Approx(Value);
 
 impl PartialEq for Approx {
     fn eq(&self, other: &Approx) -> bool {
-        fn same(a: &Value, b: &Value) -> bool {
-            match (a, b) {
-                (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
-                    let (x, y) = (
-                        x.as_f64().unwrap_or(f64::NAN),
-                        y.as_f64().unwrap_or(f64::NAN),
-                    );
-                    x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
-                }
-                (Value::Array(x), Value::Array(y)) => {
-                    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
-                }
-                (Value::Object(x), Value::Object(y)) => {
-                    x.len() == y.len()
-                        && x.iter().zip(y).all(|((k, a), (l, b))| k == l && same(a, b))
-                }
-                _ => a == b,
-            }
-        }
-        same(&self.0, &other.0)
+        common::same(&self.0, &other.0)
     }
 }
 

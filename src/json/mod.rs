@@ -76,8 +76,8 @@ pub struct Reader<'a> {
     text: &'a str,
     pos: usize,
     depth: usize,
-    max_depth: usize,
-    /// Containers deeper than this must be empty (see `with_depth_left`).
+    /// Containers deeper than this must be empty (see `with_depth_left`);
+    /// none may be deeper than [`MAX_DEPTH`].
     filled_depth: usize,
 }
 
@@ -87,7 +87,6 @@ impl<'a> Reader<'a> {
             text,
             pos: 0,
             depth: 0,
-            max_depth: MAX_DEPTH,
             filled_depth: usize::MAX,
         }
     }
@@ -98,7 +97,6 @@ impl<'a> Reader<'a> {
     /// empty container may sit one level deeper). Never deeper than
     /// [`MAX_DEPTH`].
     pub fn with_depth_left(mut self, depth_left: usize) -> Reader<'a> {
-        self.max_depth = depth_left.saturating_add(1).min(MAX_DEPTH);
         self.filled_depth = depth_left;
         self
     }
@@ -158,7 +156,7 @@ impl<'a> Reader<'a> {
 
     fn enter(&mut self) -> Result<(), Error> {
         self.depth += 1;
-        if self.depth > self.max_depth {
+        if self.depth > MAX_DEPTH {
             return Err(self.error("nesting too deep"));
         }
         Ok(())

@@ -279,19 +279,20 @@ pub fn message_from_value(value: Value) -> Result<Message, RpcError> {
 #[derive(Default)]
 struct ArgumentsSlot<'de>(Cell<Option<(&'de str, usize)>>);
 
-/// Which level of the envelope a [`StrictValue`] reads.
+/// Which level of the envelope a [`StrictValue`] reads, while it still
+/// looks for `params.arguments`.
 #[derive(Clone, Copy, PartialEq)]
 enum Level {
     Root,
     Params,
-    Inner,
 }
 
 /// Deserializes a `serde_json::Value` while refusing duplicate keys and
 /// bounding depth (serde_json's own recursion limit is not configurable).
 struct StrictValue<'s, 'de> {
     depth_left: usize,
-    /// Set when reading a message envelope: `params.arguments` goes here.
+    /// Set while reading a message envelope's top two levels:
+    /// `params.arguments` goes here.
     arguments: Option<(&'s ArgumentsSlot<'de>, Level)>,
 }
 
@@ -303,11 +304,12 @@ impl<'de> DeserializeSeed<'de> for StrictValue<'_, 'de> {
 }
 
 impl<'s, 'de> StrictValue<'s, 'de> {
-    fn child<E: de::Error>(&self) -> Result<StrictValue<'s, 'de>, E> {
-        self.child_at(Level::Inner)
-    }
-
-    fn child_at<E: de::Error>(&self, level: Level) -> Result<StrictValue<'s, 'de>, E> {
+    /// The reader of a member or element, one level down; `arguments`
+    /// says whether it still looks for `params.arguments`.
+    fn child<E: de::Error>(
+        &self,
+        arguments: Option<(&'s ArgumentsSlot<'de>, Level)>,
+    ) -> Result<StrictValue<'s, 'de>, E> {
         if self.depth_left == 0 {
             return Err(E::custom(
                 "JSON nesting exceeds the configured maximum depth",
@@ -315,19 +317,8 @@ impl<'s, 'de> StrictValue<'s, 'de> {
         }
         Ok(StrictValue {
             depth_left: self.depth_left - 1,
-            arguments: self
-                .arguments
-                .filter(|_| level != Level::Inner)
-                .map(|(slot, _)| (slot, level)),
+            arguments,
         })
-    }
-
-    /// The level below this object for member `key`.
-    fn level_of(&self, key: &str) -> Level {
-        match (self.arguments, key) {
-            (Some((_, Level::Root)), "params") => Level::Params,
-            _ => Level::Inner,
-        }
     }
 }
 
@@ -375,7 +366,7 @@ impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
         }
         let mut out = Vec::new();
         loop {
-            let child = self.child()?;
+            let child = self.child(None)?;
             match seq.next_element_seed(child)? {
                 Some(v) => out.push(v),
                 None => break,
@@ -389,7 +380,7 @@ impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
             if let Some((slot, Level::Params)) = self.arguments.filter(|_| key == "arguments") {
                 // Kept as text for `parse_message`; a second `arguments`
                 // is a duplicate like any other.
-                let child = self.child::<A::Error>()?;
+                let child = self.child::<A::Error>(None)?;
                 let raw: &'de RawValue = map.next_value()?;
                 if slot
                     .0
@@ -400,12 +391,15 @@ impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
                 }
                 continue;
             }
-            let level = self.level_of(&key);
+            let below = match self.arguments {
+                Some((slot, Level::Root)) if key == "params" => Some((slot, Level::Params)),
+                _ => None,
+            };
             // One hash per key: the vacant entry takes the value.
             let serde_json::map::Entry::Vacant(entry) = out.entry(key) else {
                 return Err(de::Error::custom("duplicate key in JSON object"));
             };
-            let child = self.child_at(level)?;
+            let child = self.child(below)?;
             entry.insert(map.next_value_seed(child)?);
         }
         Ok(Value::Object(out))

@@ -136,10 +136,10 @@ impl McpUpstream {
         // Serializing a `Value` or these request structs cannot fail
         // (string keys only); an empty body would be refused upstream.
         let body = serde_json::to_vec(body).unwrap_or_default();
-        self.request_bytes(body, headers, retryable)
+        self.request_with_body(body, headers, retryable)
     }
 
-    fn request_bytes<'a>(
+    fn request_with_body<'a>(
         &'a self,
         body: Vec<u8>,
         headers: Vec<(&'static str, String)>,
@@ -202,7 +202,7 @@ impl McpUpstream {
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
         headers.push(("mcp-name", encode_value(tool)));
-        let mut req = self.request_bytes(body.to_bytes(), headers, retryable);
+        let mut req = self.request_with_body(body.to_bytes(), headers, retryable);
         req.extra_headers = &forward.param_headers;
         let watch = SseWatch::new(&id, forward);
         let matcher = |r: &Reply| watch.check(r);
@@ -352,7 +352,11 @@ impl McpUpstream {
                 .client
                 .send_one(
                     peer,
-                    &self.request_bytes(body.to_bytes(), self.legacy_headers(&session), retryable),
+                    &self.request_with_body(
+                        body.to_bytes(),
+                        self.legacy_headers(&session),
+                        retryable,
+                    ),
                     Some(&matcher),
                 )
                 .await?;
