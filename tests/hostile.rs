@@ -28,6 +28,10 @@ fn hostile_bodies_get_clear_errors() {
         ("deep arrays", deep.into_bytes(), 400, -32700),
         ("deep objects", deep_obj.into_bytes(), 400, -32700),
         ("duplicate keys", br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}"#.to_vec(), 400, -32700),
+        // `params.arguments` is read apart from the envelope, as strictly.
+        ("duplicate key in arguments", br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"inventory.search.request","type":"x"}}}"#.to_vec(), 400, -32700),
+        ("arguments twice", br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{},"arguments":{}}}"#.to_vec(), 400, -32700),
+        ("lone surrogate in arguments", br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"aap_inventory_search","arguments":{"type":"\ud800"}}}"#.to_vec(), 400, -32700),
         ("invalid utf-8", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/\xc3\x28list\"}".to_vec(), 400, -32700),
         ("NUL byte", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\0\"}".to_vec(), 400, -32700),
         ("escaped NUL in method", br#"{"jsonrpc":"2.0","id":1,"method":"tools/list\u0000","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_vec(), 404, -32601),

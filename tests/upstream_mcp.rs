@@ -457,6 +457,37 @@ fn param_headers_pass_through_and_upstream_protocol_errors_keep_their_meaning() 
     assert_eq!(r.json()["error"]["code"], -32602, "{}", r.text());
 }
 
+/// Arguments that passed validation reach the upstream as the client wrote
+/// them (spacing and escapes kept), not re-encoded by the gateway.
+#[test]
+fn arguments_reach_the_upstream_as_the_client_wrote_them() {
+    let seen = temp_dir("seen-args").join("seen.jsonl");
+    let seen_arg = seen.display().to_string();
+    let peer = Peer::start(PeerKind::StrictMcp, &["--seen", &seen_arg], &[]);
+    let gw = Gateway::start_with(&mcp_backend(&[peer.url()], "2026-07-28", ""));
+    let args = r#"{ "type" : "inventory.search.request", "filters": {"make": ["\u0054oyota"]}, "pagination": {"limit": 2} }"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"_meta":{},"name":"aap_inventory_search","arguments":{args}}}}}"#,
+        meta()
+    );
+    let r = gw.post(&[], &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let vehicles = r.json()["result"]["structuredContent"]["data"]["vehicles"].clone();
+    assert_eq!(vehicles.as_array().map(Vec::len), Some(2), "{vehicles}");
+    assert!(vehicles
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|v| v["make"] == "Toyota"));
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    let last: Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    let forwarded = last["body"].as_str().unwrap();
+    assert!(
+        forwarded.contains(&format!(r#""arguments":{args}"#)),
+        "{forwarded}"
+    );
+}
+
 /// The stream is relayed as it happens, not buffered: the first progress
 /// event reaches the client while the upstream is still holding its result
 /// (it waits for a file the test creates only after reading that event).

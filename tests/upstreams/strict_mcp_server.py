@@ -20,8 +20,9 @@ legacy 2025-03-26 request) or names a handshake revision gets HTTP 400 + -32020.
 ``initialize``), and ``AAP_MCP_TOKEN`` (env) makes every request need
 ``Authorization: Bearer <token>``.
 
-Test hooks: ``--seen FILE`` appends, per POST, the ``Mcp-*`` request headers it received
-(one JSON object a line) so tests can check what the gateway forwarded; a search whose
+Test hooks: ``--seen FILE`` appends, per POST whose body arrived, the ``Mcp-*`` request
+headers it received and the body as text under ``body`` (one JSON object a line) so tests
+can check what the gateway forwarded; a search whose
 ``filters.query`` is ``upstream-protocol-error`` is refused with JSON-RPC -32602, so
 tests can check that an upstream protocol error reaches the client as such;
 ``--hold-until FILE`` (with ``--sse``) holds the result after the first progress
@@ -156,11 +157,6 @@ class StrictIngress:
             )(send)
             return
 
-        if self.seen is not None and scope["method"] == "POST":
-            mirror = {k: v for k, v in headers.items() if k.startswith("mcp-")}
-            with self.seen.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(mirror) + "\n")
-
         pv = headers.get("mcp-protocol-version")
         legacy_header = pv is None or pv in HANDSHAKE_PROTOCOL_VERSIONS
         if scope["method"] != "POST":
@@ -185,6 +181,11 @@ class StrictIngress:
             if not msg.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if self.seen is not None:
+            mirror = {k: v for k, v in headers.items() if k.startswith("mcp-")}
+            mirror["body"] = body.decode("utf-8", "replace")
+            with self.seen.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(mirror) + "\n")
         try:
             decoded = json.loads(body)
         except ValueError:
@@ -249,7 +250,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--schemas-dir", type=Path, default=None)
     ap.add_argument("--hold-until", type=Path, default=None, help="with --sse and a progress token: after the first progress notification, wait (at most 20 s) until this file exists")
-    ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-* headers of every POST to this JSONL file")
+    ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-* headers and the body of every POST to this JSONL file")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
