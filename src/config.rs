@@ -93,6 +93,9 @@ pub struct StateConfig {
     pub backend: StateBackend,
     pub redis_url: Option<String>,
     pub redis_prefix: String,
+    /// Redis state: how long a lead claim without a result blocks other
+    /// attempts before it counts as interrupted (milliseconds).
+    pub claim_lease_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -110,6 +113,7 @@ impl Default for StateConfig {
             backend: StateBackend::Local,
             redis_url: None,
             redis_prefix: "aapgw:".into(),
+            claim_lease_ms: crate::state::redis::DEFAULT_CLAIM_LEASE_MS,
         }
     }
 }
@@ -494,6 +498,9 @@ impl Config {
         }
         if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
             return Err("state.redis_url: required when state.backend = \"redis\"".into());
+        }
+        if self.state.claim_lease_ms < 100 {
+            return Err("state.claim_lease_ms: must be at least 100".into());
         }
         if self.tenants.is_empty() {
             return Err("tenants: at least one [[tenants]] entry is required".into());

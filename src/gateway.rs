@@ -114,6 +114,7 @@ impl Runtime {
                 RedisState::new(
                     config.state.redis_url.as_deref().unwrap_or_default(),
                     &config.state.redis_prefix,
+                    config.state.claim_lease_ms,
                 )
                 .map_err(|e| BuildError(format!("state.redis_url: {e}")))?,
             ),
@@ -209,6 +210,9 @@ impl Runtime {
                             inventory: config.resolve(&e.inventory),
                             dealer: config.resolve(&e.dealer),
                             leads_file,
+                            state_dir: state_dir.clone(),
+                            shared: (config.state.backend == StateBackend::Redis)
+                                .then(|| state.clone()),
                             default_limit: e.default_limit,
                             max_limit: e.max_limit,
                             cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),

@@ -180,6 +180,18 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         )
     });
     let state_dir = cfg.state_dir();
+    // One process owns state.dir; `check` and `catalog` never take it (nor
+    // write anything). An upgrade waits in the background for the old
+    // process to let go; its lead calls wait for that too (bounded).
+    let locked = if cli.upgrade {
+        aap_gateway::state::lock::hold_when_free(&state_dir)
+    } else {
+        aap_gateway::state::lock::hold(&state_dir)
+    };
+    if let Err(e) = locked {
+        eprintln!("aap-gateway: config error in {}: {e}", path.display());
+        return ExitCode::from(2);
+    }
     let runtime = match Runtime::build(cfg, 1) {
         Ok(rt) => rt,
         Err(e) => {

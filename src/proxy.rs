@@ -330,6 +330,14 @@ impl ProxyHttp for Admin {
             write(session, resp).await?;
             return Ok(true);
         }
+        if let ("POST", "/idempotency/resolve") = (method.as_str(), path.as_str()) {
+            let state = self.gateway.runtime().state.clone();
+            let query = session.req_header().uri.query().map(str::to_owned);
+            let (status, body) =
+                crate::state::admin_resolve(state.as_ref(), query.as_deref()).await;
+            write(session, HttpResponse::json(status, &body)).await?;
+            return Ok(true);
+        }
         let rt = self.gateway.runtime();
         let resp = match path.as_str() {
             "/metrics" => {

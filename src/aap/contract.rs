@@ -3,12 +3,12 @@
 //! consent, quota, idempotency, the backend call and result validation.
 
 use super::arguments::Arguments;
-use super::error::{aap_error, field_error, is_aap_error, ErrorCode};
+use super::error::{aap_error, field_error, in_flight_error, is_aap_error, ErrorCode};
 use super::payload::Payload;
 use super::schemas::SchemaSet;
 use super::skill::Skill;
 use crate::json::Doc;
-use crate::state::{Begin, Bucket, SharedState, Take};
+use crate::state::{Begin, Bucket, Claim, SharedState, Take};
 use crate::upstream::{Backend, BackendError, Forward, SkillCall};
 use crate::util::{canonical_json, parse_rfc3339, sha256_hex};
 use serde_json::{json, Value};
@@ -141,16 +141,24 @@ impl Contract {
             .unwrap_or_default();
         let record =
             sha256_hex(format!("idem\0{}\0{}\0{}", self.cfg.tenant, caller, key).as_bytes());
-        let fingerprint = sha256_hex(canonical_json(args).as_bytes());
+        let fingerprint = lead_fingerprint(args);
+        // Records written before RFC 8785 fingerprints hold the older one;
+        // a retry within their retention matches either.
+        let legacy = sha256_hex(canonical_json(args).as_bytes());
+        let fingerprints = [fingerprint.as_str(), legacy.as_str()];
         let ttl = self.cfg.idempotency_ttl;
+        let resend_ok = self.backend.dedupes_leads();
         let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
-        loop {
-            let begin = match self.state.idem_begin(&record, &fingerprint, ttl).await {
+        let claim = loop {
+            let begin = match self
+                .state
+                .idem_begin(&record, &fingerprints, ttl, resend_ok)
+                .await
+            {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::error!(error = %e, "idempotency store unavailable; lead refused");
-                    return Ok(ToolOutcome::error(ErrorCode::InternalError,
-                        "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.", None));
+                    return Ok(nothing_sent());
                 }
             };
             match begin {
@@ -171,31 +179,56 @@ impl Contract {
                 }
                 Begin::InFlight => {
                     if tokio::time::Instant::now() >= deadline {
-                        return Ok(ToolOutcome::error(
-                            ErrorCode::OutcomeUnknown,
-                            "An earlier attempt with this idempotency_key has not finished; its outcome is unknown. Retry later with the same key.",
-                            Some(json!({"retry_after_ms": 5000})),
-                        ));
+                        return Ok(ToolOutcome::from_payload(in_flight_error()));
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
-                Begin::Interrupted if !self.backend.dedupes_leads() => {
+                Begin::Unknown => {
+                    tracing::warn!(
+                        idempotency_ref = %record,
+                        "lead with an interrupted attempt of unknown outcome; not resent"
+                    );
                     return Ok(ToolOutcome::error(
                         ErrorCode::OutcomeUnknown,
-                        "An earlier attempt with this idempotency_key was interrupted and may have reached the dealer; it will not be sent again automatically.",
-                        Some(json!({"correction": "contact the dealership to confirm the lead; do not resend it with a new idempotency_key"})),
-                    ))
+                        "An earlier attempt with this idempotency_key was interrupted after the lead was handed to the dealer system; whether it arrived is unknown. It will not be sent again automatically.",
+                        Some(json!({
+                            "idempotency_ref": record,
+                            "correction": "do not resend this lead with a new idempotency_key; contact the dealership to confirm it, or ask the gateway operator to resolve this idempotency_ref",
+                            "resolution": "operator: POST /idempotency/resolve on the admin listener with ref=<idempotency_ref> and lead_id=<the dealer's lead id> (it arrived) or release=true (it did not)",
+                        })),
+                    ));
                 }
-                Begin::Claimed | Begin::Interrupted => break,
+                Begin::Claimed(c) | Begin::Resend(c) => break c,
             }
-        }
+        };
         if let Some(limited) = self.check_quota(Skill::LeadSubmit, caller).await {
-            self.abandon(&record).await;
+            self.abandon(&record, &claim).await;
             return Ok(limited);
         }
+        // Intent before anything leaves: a crash from here on is an
+        // interrupted attempt of unknown outcome, never silently re-run.
+        match self.state.idem_intent(&record, &claim).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // The claim was taken over (its lease passed): another attempt
+                // owns the key now, and this one sent nothing.
+                return Ok(ToolOutcome::from_payload(in_flight_error()));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "idempotency intent not recorded; lead refused");
+                self.abandon(&record, &claim).await;
+                return Ok(nothing_sent());
+            }
+        }
         let result = self
-            .call_backend(Skill::LeadSubmit, arguments, caller, Some(&record), forward)
+            .call_backend(
+                Skill::LeadSubmit,
+                arguments,
+                caller,
+                Some((&record, &claim)),
+                forward,
+            )
             .await;
         match &result {
             Ok(out)
@@ -215,22 +248,30 @@ impl Contract {
                     tracing::error!(error = %e, "idempotency completion not recorded");
                 }
             }
-            // An internal error upstream may come after the lead was stored.
-            Err(UpstreamFault::Protocol(e)) if e.code == -32603 => {}
+            // An internal error upstream may come after the lead was stored,
+            // and a timeout may have let it arrive: the outcome is unknown.
+            Err(UpstreamFault::Timeout) => self.interrupt(&record, &claim).await,
+            Err(UpstreamFault::Protocol(e)) if e.code == -32603 => {
+                self.interrupt(&record, &claim).await
+            }
             // Retryable answers, certain non-delivery and a refused request
             // free the key.
             Ok(_) | Err(UpstreamFault::Unavailable | UpstreamFault::Protocol(_)) => {
-                self.abandon(&record).await
+                self.abandon(&record, &claim).await
             }
-            // A timeout leaves the claim in place: the lead may have arrived.
-            Err(UpstreamFault::Timeout) => {}
         }
         result
     }
 
-    async fn abandon(&self, record: &str) {
-        if let Err(e) = self.state.idem_abandon(record).await {
+    async fn abandon(&self, record: &str, claim: &Claim) {
+        if let Err(e) = self.state.idem_abandon(record, claim).await {
             tracing::error!(error = %e, "idempotency release not recorded");
+        }
+    }
+
+    async fn interrupt(&self, record: &str, claim: &Claim) {
+        if let Err(e) = self.state.idem_interrupt(record, claim).await {
+            tracing::error!(error = %e, "idempotency interruption not recorded");
         }
     }
 
@@ -239,7 +280,7 @@ impl Contract {
         skill: Skill,
         args: &Arguments<'_>,
         caller: &str,
-        idem: Option<&str>,
+        idem: Option<(&str, &Claim)>,
         forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
         let call = SkillCall {
@@ -247,7 +288,8 @@ impl Contract {
             skill,
             request: args,
             caller,
-            idempotency_ref: idem,
+            idempotency_ref: idem.map(|(r, _)| r),
+            claim: idem.map(|(_, c)| c),
             forward,
         };
         let started = std::time::Instant::now();
@@ -419,6 +461,26 @@ pub fn check_arguments(schemas: &SchemaSet, skill: Skill, args: &Value) -> Optio
     None
 }
 
+/// The lead's idempotency fingerprint: SHA-256 of its RFC 8785 (JCS)
+/// canonical form, so `1.0` and `1`, or any member order, are one payload.
+pub fn lead_fingerprint(args: &Value) -> String {
+    match serde_json_canonicalizer::to_vec(args) {
+        Ok(bytes) => sha256_hex(&bytes),
+        // Not reachable for parsed JSON (no NaN or infinities); fall back to
+        // the sorted-key form rather than refusing the lead.
+        Err(_) => sha256_hex(canonical_json(args).as_bytes()),
+    }
+}
+
+/// The lead was refused before anything was sent (state unavailable).
+fn nothing_sent() -> ToolOutcome {
+    ToolOutcome::error(
+        ErrorCode::InternalError,
+        "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.",
+        None,
+    )
+}
+
 fn upstream_invalid(skill: Skill) -> ToolOutcome {
     ToolOutcome::error(
         ErrorCode::UpstreamInvalidResponse,
@@ -551,4 +613,51 @@ fn check_consent(args: &Value) -> Option<ToolOutcome> {
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn fingerprint_is_rfc8785_canonical() {
+        // Integral floats, member order, escapes and exponents that RFC 8785
+        // writes one way; serde_json here keeps insertion order.
+        let same = [
+            (r#"{"x":1.0,"a":"é"}"#, r#"{"a":"\u00e9","x":1}"#),
+            (r#"{"n":1e3,"m":[0.5,-0.0]}"#, r#"{"m":[5e-1,0],"n":1000}"#),
+            (
+                r#"{"b":{"z":2,"y":1},"a":null}"#,
+                r#"{"a":null,"b":{"y":1,"z":2.00}}"#,
+            ),
+        ];
+        for (a, b) in same {
+            assert_eq!(
+                lead_fingerprint(&parsed(a)),
+                lead_fingerprint(&parsed(b)),
+                "{a} vs {b}"
+            );
+        }
+        assert_ne!(
+            lead_fingerprint(&parsed(r#"{"x":1}"#)),
+            lead_fingerprint(&parsed(r#"{"x":"1"}"#))
+        );
+        // The old sorted-key form told these apart (so a retry that wrote 1.0
+        // got IDEMPOTENCY_CONFLICT).
+        assert_ne!(
+            canonical_json(&parsed(r#"{"x":1.0}"#)),
+            canonical_json(&parsed(r#"{"x":1}"#))
+        );
+        // Most leads carry no floats: both forms agree, so a record written
+        // before the change still matches on its first fingerprint.
+        let plain = parsed(r#"{"b":"x","a":[1,2,{"d":true,"c":null}]}"#);
+        assert_eq!(
+            serde_json_canonicalizer::to_string(&plain).unwrap(),
+            canonical_json(&plain)
+        );
+    }
 }

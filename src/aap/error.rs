@@ -54,6 +54,9 @@ impl ErrorCode {
     }
 
     /// Default `retryable` (the dealer's value wins when it sends one).
+    /// `OUTCOME_UNKNOWN` is not retryable by default (an interrupted attempt
+    /// whose lead may have arrived); the in-flight case says otherwise
+    /// explicitly ([`in_flight_error`]).
     pub fn retryable(self) -> bool {
         matches!(
             self,
@@ -65,6 +68,32 @@ impl ErrorCode {
 /// Build an `aap.error` payload. `details` must never hold customer values,
 /// credentials or internals: callers pass paths and corrections only.
 pub fn aap_error(code: ErrorCode, message: &str, details: Option<Value>) -> Value {
+    aap_error_retryable(code, message, details, code.retryable())
+}
+
+/// How long a client should wait before retrying a key that is in flight.
+pub const IN_FLIGHT_RETRY_MS: u64 = 5000;
+
+/// `OUTCOME_UNKNOWN` for a key another attempt is executing right now: the
+/// answer will be known shortly, so it is retryable (same key, after
+/// `details.retry_after_ms`).
+pub fn in_flight_error() -> Value {
+    aap_error_retryable(
+        ErrorCode::OutcomeUnknown,
+        "An earlier attempt with this idempotency_key has not finished yet. Retry with the same key after retry_after_ms; do not use a new key.",
+        Some(json!({"retry_after_ms": IN_FLIGHT_RETRY_MS})),
+        true,
+    )
+}
+
+/// `aap_error` with an explicit `retryable` (a code whose answer depends on
+/// the situation, such as `OUTCOME_UNKNOWN`).
+pub fn aap_error_retryable(
+    code: ErrorCode,
+    message: &str,
+    details: Option<Value>,
+    retryable: bool,
+) -> Value {
     let mut obj = Map::new();
     obj.insert("@type".into(), json!(ERROR_AT_TYPE));
     obj.insert("type".into(), json!(ERROR_TYPE));
@@ -74,7 +103,7 @@ pub fn aap_error(code: ErrorCode, message: &str, details: Option<Value>) -> Valu
     );
     obj.insert("code".into(), json!(code.as_str()));
     obj.insert("message".into(), json!(message));
-    obj.insert("retryable".into(), json!(code.retryable()));
+    obj.insert("retryable".into(), json!(retryable));
     obj.insert("created_at".into(), json!(crate::util::now_rfc3339()));
     if let Some(d) = details {
         obj.insert("details".into(), d);

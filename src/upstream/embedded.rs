@@ -6,6 +6,7 @@ use crate::aap::cursor::{CursorCodec, CursorError, CursorState};
 use crate::aap::error::{aap_error, ErrorCode};
 use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
+use crate::state::{LeadRecorded, SharedState};
 use crate::util::{now_rfc3339, now_unix_ms};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
@@ -15,6 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
 
 /// Statuses that may appear in inventory results; anything else is out of stock.
 const LISTED: [&str; 3] = ["available", "intransit", "pending"];
@@ -82,6 +84,12 @@ pub struct EmbeddedConfig {
     pub inventory: PathBuf,
     pub dealer: PathBuf,
     pub leads_file: PathBuf,
+    /// `state.dir`: the leads file is opened only once this process holds
+    /// its lock (see `state::lock`).
+    pub state_dir: PathBuf,
+    /// Shared state (Redis): leads are recorded there, atomically with the
+    /// completion of their idempotency claim; the leads file is a local copy.
+    pub shared: Option<Arc<dyn SharedState>>,
     pub default_limit: usize,
     pub max_limit: usize,
     pub cursor: CursorCodec,
@@ -95,6 +103,7 @@ pub struct EmbeddedDealer {
     max_limit: usize,
     cursor: CursorCodec,
     leads: Arc<LeadLog>,
+    shared: Option<Arc<dyn SharedState>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -145,10 +154,11 @@ impl EmbeddedDealer {
                 }
             }
         }
-        let leads = LeadLog::open(&cfg.leads_file).map_err(|problem| LoadError::File {
-            path: cfg.leads_file.display().to_string(),
-            problem,
-        })?;
+        let leads =
+            LeadLog::new(&cfg.leads_file, &cfg.state_dir).map_err(|problem| LoadError::File {
+                path: cfg.leads_file.display().to_string(),
+                problem,
+            })?;
         Ok(EmbeddedDealer {
             dealer,
             vehicles,
@@ -156,6 +166,7 @@ impl EmbeddedDealer {
             max_limit: cfg.max_limit,
             cursor: cfg.cursor,
             leads: Arc::new(leads),
+            shared: cfg.shared,
         })
     }
 
@@ -322,8 +333,21 @@ impl EmbeddedDealer {
     }
 
     async fn lead(&self, call: &SkillCall<'_>) -> Result<Value, BackendError> {
-        if let Some(r) = call.idempotency_ref {
-            if let Some(previous) = self.leads.response_for(r) {
+        // The leads file belongs to the process holding the state lock; an
+        // upgraded process waits (bounded) for the old one to let go.
+        let log = match self.leads.file().await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "leads file unavailable; lead refused");
+                return Ok(aap_error(
+                    ErrorCode::InternalError,
+                    "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.",
+                    None,
+                ));
+            }
+        };
+        if self.shared.is_none() {
+            if let Some(previous) = call.idempotency_ref.and_then(|r| log.response_for(r)) {
                 return Ok(previous);
             }
         }
@@ -376,7 +400,11 @@ impl EmbeddedDealer {
             "request": call.request.value(),
             "response": response,
         });
-        let log = self.leads.clone();
+        if let Some(state) = &self.shared {
+            return self
+                .record_shared(state.as_ref(), log, call, record, response)
+                .await;
+        }
         let r = call.idempotency_ref.map(str::to_owned);
         let stored = response.clone();
         tokio::task::spawn_blocking(move || log.append(&record, r, stored))
@@ -384,6 +412,44 @@ impl EmbeddedDealer {
             .map_err(|e| BackendError::Unavailable(format!("lead writer stopped: {e}")))?
             .map_err(BackendError::Unavailable)?;
         Ok(response)
+    }
+
+    /// Shared state: the lead is recorded in the store in the same step that
+    /// completes its claim, so an instance that dies before that step leaves
+    /// nothing recorded (a retry records it once), and one that dies after
+    /// leaves a result every instance replays. The leads file gets a copy.
+    async fn record_shared(
+        &self,
+        state: &dyn SharedState,
+        log: Arc<LeadFile>,
+        call: &SkillCall<'_>,
+        record: Value,
+        response: Value,
+    ) -> Result<Value, BackendError> {
+        let (Some(r), Some(claim)) = (call.idempotency_ref, call.claim) else {
+            return Err(BackendError::Unavailable(
+                "a lead on shared state needs its idempotency claim".into(),
+            ));
+        };
+        match state
+            .record_lead(call.tenant, r, claim, &record, &response)
+            .await
+        {
+            Ok(LeadRecorded::Recorded) => {
+                let copy =
+                    tokio::task::spawn_blocking(move || log.append(&record, None, Value::Null))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r);
+                if let Err(e) = copy {
+                    tracing::error!(error = %e, "lead recorded in shared state; local leads file copy failed");
+                }
+                Ok(response)
+            }
+            Ok(LeadRecorded::Replay(previous)) => Ok(previous),
+            Ok(LeadRecorded::Lost) => Ok(crate::aap::error::in_flight_error()),
+            Err(e) => Err(BackendError::Unavailable(e.to_string())),
+        }
     }
 }
 
@@ -598,15 +664,52 @@ fn query_hash(filters: Option<&Map<String, Value>>, sort: Option<&Value>) -> u64
     h.finish()
 }
 
-/// Append-only, fsync'd lead log, indexed by idempotency reference.
+/// Append-only, fsync'd lead log, indexed by idempotency reference; opened
+/// on first use, once this process holds the state lock.
 #[derive(Debug)]
 struct LeadLog {
+    path: PathBuf,
+    state_dir: PathBuf,
+    file: OnceCell<Arc<LeadFile>>,
+}
+
+#[derive(Debug)]
+struct LeadFile {
     file: Mutex<File>,
     by_ref: Mutex<HashMap<String, Value>>,
 }
 
 impl LeadLog {
-    fn open(path: &Path) -> Result<LeadLog, String> {
+    /// Nothing is opened or created here (offline commands load the dealer).
+    fn new(path: &Path, state_dir: &Path) -> Result<LeadLog, String> {
+        if path.is_dir() {
+            return Err("is a directory".into());
+        }
+        Ok(LeadLog {
+            path: path.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            file: OnceCell::new(),
+        })
+    }
+
+    async fn file(&self) -> Result<Arc<LeadFile>, String> {
+        self.file
+            .get_or_try_init(|| async {
+                crate::state::lock::ready(&self.state_dir, crate::state::lock::UPGRADE_WAIT)
+                    .await?;
+                let path = self.path.clone();
+                tokio::task::spawn_blocking(move || LeadFile::open(&path).map(Arc::new))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("{}: {e}", self.path.display()))
+            })
+            .await
+            .cloned()
+    }
+}
+
+impl LeadFile {
+    fn open(path: &Path) -> Result<LeadFile, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create directory: {e}"))?;
         }
@@ -635,7 +738,7 @@ impl LeadLog {
             .append(true)
             .open(path)
             .map_err(|e| format!("cannot open for append: {e}"))?;
-        Ok(LeadLog {
+        Ok(LeadFile {
             file: Mutex::new(file),
             by_ref: Mutex::new(by_ref),
         })

@@ -28,6 +28,9 @@ pub struct SkillCall<'a> {
     /// Stable reference of the idempotency record for `lead.submit`, so a
     /// backend that can deduplicate does so across gateway restarts.
     pub idempotency_ref: Option<&'a str>,
+    /// The caller's claim of that record (the embedded dealer on shared
+    /// state completes it atomically with the lead's record).
+    pub claim: Option<&'a crate::state::Claim>,
     /// What the client's request carries for a forwarding backend.
     pub forward: &'a Forward,
 }
