@@ -453,6 +453,7 @@ enum Sink {
     A2a { dedupes: bool },
 }
 
+const NO_QUOTA: &str = "\n[tenants.quotas]\nlead_submit_per_hour = 0\n";
 const A2A_TOKEN: &str = "a2a-upstream-secret";
 const LEASE_MS: u64 = 1500;
 const KEYS_PER_ROUND: usize = 36;
@@ -476,12 +477,14 @@ fn config_for(sink: Sink, redis: &Redis, prefix: &str, peer: Option<&Peer>) -> S
             "kind = \"mcp\"\npeers = [\"{}\"]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nrequest_timeout_ms = 8000\ndedupes_leads = {dedupes}\n",
             peer.unwrap().url()
         ))
-        .replace("dir = \"var\"\n", &format!("dir = \"var\"\n{state}")),
+        .replace("dir = \"var\"\n", &format!("dir = \"var\"\n{state}"))
+            + NO_QUOTA,
         Sink::A2a { dedupes } => forwarding_config(&format!(
             "kind = \"a2a\"\npeers = [\"{}\"]\npath = \"/a2a\"\nbearer_token = \"{A2A_TOKEN}\"\nrequest_timeout_ms = 8000\ndedupes_leads = {dedupes}\n",
             peer.unwrap().url()
         ))
-        .replace("dir = \"var\"\n", &format!("dir = \"var\"\n{state}")),
+        .replace("dir = \"var\"\n", &format!("dir = \"var\"\n{state}"))
+            + NO_QUOTA,
     }
 }
 
@@ -606,6 +609,10 @@ fn crash_rounds(sink: Sink) {
         drop(a);
     }
     assert!(killed_mid_call > 0, "no call was cut by the kill");
+    eprintln!(
+        "{sink:?}: {killed_mid_call} calls cut by the kills, {} keys left unknown and resolved by the operator",
+        unknown.len()
+    );
     // The operator resolves each unknown key from the sink: the upstream got
     // it (lead id) or it did not (release, and the retry sends it).
     for (key, r) in &unknown {
