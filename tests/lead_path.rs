@@ -539,6 +539,9 @@ fn crash_rounds(sink: Sink) {
     let mut told: HashMap<String, String> = HashMap::new();
     let mut unknown: Vec<(String, String)> = Vec::new();
     let mut killed_mid_call = 0;
+    // The embedded dealer's local leads files of every instance (a copy of
+    // the leads recorded in Redis): never two lines for one key either.
+    let mut local_copies: HashMap<String, Vec<String>> = HashMap::new();
     for round in 0..ROUNDS {
         let mut a = Gateway::start_with(&cfg);
         let a_port = a.port;
@@ -606,6 +609,9 @@ fn crash_rounds(sink: Sink) {
                 ),
             }
         }
+        for (k, ids) in leads_by_key(&a.state) {
+            local_copies.entry(k).or_default().extend(ids);
+        }
         drop(a);
     }
     assert!(killed_mid_call > 0, "no call was cut by the kill");
@@ -643,6 +649,26 @@ fn crash_rounds(sink: Sink) {
     let a = Gateway::start_with(&cfg);
     for (key, id) in &told {
         assert_eq!(submit(a.port, key), Answer::Lead(id.clone()), "key {key}");
+    }
+    for gw in [&a, &b] {
+        for (k, ids) in leads_by_key(&gw.state) {
+            local_copies.entry(k).or_default().extend(ids);
+        }
+    }
+    let twice: Vec<_> = local_copies
+        .iter()
+        .filter(|(_, ids)| ids.len() > 1)
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "keys with two leads in the leads files: {twice:?}"
+    );
+    for (k, ids) in &local_copies {
+        assert_eq!(
+            told.get(k),
+            ids.first(),
+            "key {k}: the leads file holds another lead id"
+        );
     }
     let lines = sink_lines(sink, &redis, &prefix, peer.as_ref());
     let mut per_key: HashMap<&str, usize> = HashMap::new();
@@ -685,6 +711,11 @@ fn non_deduplicating_mcp_upstream_is_never_resent() {
 #[test]
 fn deduplicating_a2a_upstream_survives_sigkill_rounds() {
     crash_rounds(Sink::A2a { dedupes: true });
+}
+
+#[test]
+fn non_deduplicating_a2a_upstream_is_never_resent() {
+    crash_rounds(Sink::A2a { dedupes: false });
 }
 
 // ---- 3. the OUTCOME_UNKNOWN payloads ----------------------------------------------------------
