@@ -420,11 +420,13 @@ impl Endpoint {
         }
     }
 
-    /// The legacy session this request names, if sessions are on and the
-    /// request does not declare 2026-07-28 (in its body's `_meta` or in
-    /// `MCP-Protocol-Version`): modern MCP has no protocol sessions, so a
-    /// modern request's `Mcp-Session-Id` is ignored, never looked up, and
-    /// an unknown one is not a 404 -32001.
+    /// The legacy session this request names, if sessions are on. Modern
+    /// MCP has no protocol sessions: a body that carries the 2026-07-28
+    /// `_meta` version is never looked up, and a request that declares
+    /// 2026-07-28 in `MCP-Protocol-Version` and names an unknown session
+    /// is not a 404 -32001, its `Mcp-Session-Id` is ignored. (A known
+    /// session still supplies its version, so a header that contradicts it
+    /// stays a -32020 conflict.)
     fn session_version(
         &self,
         req: &HttpRequest,
@@ -436,16 +438,17 @@ impl Endpoint {
         };
         let modern_body = revision::request_meta(message.params())
             .is_some_and(|m| m.contains_key(revision::META_PROTOCOL_VERSION));
-        let modern_header = mirror.protocol_version.as_deref() == Some(revision::MODERN);
-        if modern_body || modern_header {
+        if modern_body {
             return Ok(None);
         }
+        let modern_header = mirror.protocol_version.as_deref() == Some(revision::MODERN);
         match session_header(req)? {
             None => Ok(None),
-            Some(id) => store
-                .touch(&self.tenant, &id)
-                .map(Some)
-                .ok_or_else(session_not_found),
+            Some(id) => match store.touch(&self.tenant, &id) {
+                Some(v) => Ok(Some(v)),
+                None if modern_header => Ok(None),
+                None => Err(session_not_found()),
+            },
         }
     }
 
