@@ -303,9 +303,10 @@ fn check_forwarding(
     }
     let mut seen = HashSet::new();
     for p in peers {
+        // Syntax only: names are resolved when the backend is built.
         let spec = crate::upstream::client::PeerSpec::parse(p)
             .map_err(|e| format!("{}: {e}", at("backend.peers")))?;
-        if !seen.insert(spec.addr) {
+        if !seen.insert((spec.host.to_ascii_lowercase(), spec.port)) {
             return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
         }
     }

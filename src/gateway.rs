@@ -10,6 +10,7 @@ use crate::auth::{AuthMode, Authenticator};
 use crate::config::StateBackend;
 use crate::config::{BackendConfig, Config};
 use crate::http::{HttpRequest, HttpResponse};
+use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::{CallerCtx, Endpoint, Outcome};
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
@@ -17,7 +18,7 @@ use crate::state::redis::RedisState;
 use crate::state::Take;
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
-use crate::upstream::client::{ClientConfig, PeerSpec};
+use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
 use crate::upstream::relay::{Relay, RelayConfig};
@@ -39,6 +40,8 @@ pub struct Runtime {
     /// Protected-resource-metadata path → tenant path.
     pub metadata: HashMap<String, String>,
     pub generation: u64,
+    /// The peer addresses this generation was built with.
+    pub addresses: Addresses,
 }
 
 /// A tenant that relays every MCP request to one upstream server.
@@ -58,7 +61,7 @@ pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
     loader: Option<ConfigLoader>,
-    reload_lock: std::sync::Mutex<()>,
+    reload_lock: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -74,18 +77,51 @@ impl std::fmt::Debug for Gateway {
 pub struct BuildError(pub String);
 
 impl Runtime {
+    /// Build without looking up any host name (for `check` and `catalog`):
+    /// peers named by host name get no address, so nothing can be sent.
     pub fn build(config: Config, generation: u64) -> Result<Runtime, BuildError> {
-        Self::build_from(config, generation, None)
+        Self::build_from(config, generation, None, Addresses::offline())
+    }
+
+    /// Resolve the peers' host names (tokio's resolver, on a short-lived
+    /// runtime of its own), then build: for `run`, before the server starts.
+    pub fn start(config: Config, generation: u64) -> Result<Runtime, BuildError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| BuildError(format!("cannot start the resolver: {e}")))?;
+        let addresses = rt.block_on(resolve_peers(&config))?;
+        drop(rt);
+        Self::build_from(config, generation, None, addresses)
     }
 
     /// Build a runtime; on reload, `previous` lends what must outlive a
     /// config generation: the shared state, unchanged backends (their lead
-    /// logs and cursor keys) and legacy sessions.
+    /// logs and cursor keys) and legacy sessions. `addresses` holds the
+    /// peers' looked-up addresses ([`resolve_peers`]); a backend whose
+    /// addresses changed is rebuilt.
     pub fn build_from(
         config: Config,
         generation: u64,
         previous: Option<&Runtime>,
+        addresses: Addresses,
     ) -> Result<Runtime, BuildError> {
+        let addrs_of = |a: &Addresses, peers: &[String]| {
+            let specs: Vec<PeerSpec> = peers
+                .iter()
+                .filter_map(|p| PeerSpec::parse(p).ok())
+                .collect();
+            a.peers(&specs)
+                .map(|v| v.into_iter().map(|p| p.addr).collect::<Vec<_>>())
+                .ok()
+        };
+        let same_addrs = |p: &Runtime, old: &BackendConfig, new: &BackendConfig| match (
+            backend_peers(old),
+            backend_peers(new),
+        ) {
+            (Some(o), Some(n)) => addrs_of(&p.addresses, o) == addrs_of(&addresses, n),
+            _ => true,
+        };
         let schemas = Arc::new(
             match &config.schemas.dir {
                 Some(dir) => SchemaSet::from_dir(&config.resolve(dir)),
@@ -127,7 +163,7 @@ impl Runtime {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
             let auth = match &t.auth {
                 Some(a) => Some(Arc::new(
-                    Authenticator::new(a.clone(), key_source(&config, a).map_err(err)?)
+                    Authenticator::new(a.clone(), key_source(&config, a, &addresses).map_err(err)?)
                         .map_err(err)?,
                 )),
                 None => None,
@@ -137,6 +173,7 @@ impl Runtime {
                 let kept = previous.and_then(|p| {
                     let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
                     let same = format!("{:?}", old.backend) == format!("{:?}", t.backend)
+                        && same_addrs(p, &old.backend, &t.backend)
                         && old.session_idle_secs == t.session_idle_secs
                         && config.limits.max_json_depth == p.config.limits.max_json_depth;
                     same.then(|| p.relays.get(&old.path).map(|m| m.relay.clone()))?
@@ -146,6 +183,7 @@ impl Runtime {
                     None => Arc::new(
                         Relay::new(RelayConfig {
                             client: client_config(
+                                &addresses,
                                 &r.peers,
                                 r.connect_timeout_ms,
                                 r.request_timeout_ms,
@@ -187,7 +225,9 @@ impl Runtime {
                 p.endpoints.get(&old.path).map(|ep| (old, ep))
             });
             let same_backend = before.filter(|(old, _)| {
-                reuse_state.is_some() && format!("{:?}", old.backend) == format!("{:?}", t.backend)
+                reuse_state.is_some()
+                    && format!("{:?}", old.backend) == format!("{:?}", t.backend)
+                    && previous.is_some_and(|p| same_addrs(p, &old.backend, &t.backend))
             });
             let backend: Arc<dyn Backend> = match (&t.backend, same_backend) {
                 (_, Some((_, ep))) => ep.contract.backend.clone(),
@@ -223,6 +263,7 @@ impl Runtime {
                 (BackendConfig::Mcp(m), None) => Arc::new(
                     McpUpstream::new(McpUpstreamConfig {
                         client: client_config(
+                            &addresses,
                             &m.peers,
                             m.connect_timeout_ms,
                             m.request_timeout_ms,
@@ -247,6 +288,7 @@ impl Runtime {
                 (BackendConfig::A2a(a), None) => Arc::new(
                     A2aUpstream::new(A2aUpstreamConfig {
                         client: client_config(
+                            &addresses,
                             &a.peers,
                             a.connect_timeout_ms,
                             a.request_timeout_ms,
@@ -340,6 +382,7 @@ impl Runtime {
             relays,
             metadata,
             generation,
+            addresses,
         })
     }
 }
@@ -361,7 +404,7 @@ impl Gateway {
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             loader: None,
-            reload_lock: std::sync::Mutex::new(()),
+            reload_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -371,18 +414,19 @@ impl Gateway {
     }
 
     /// Re-read the configuration and swap it in. In-flight requests finish
-    /// on the runtime they started with; an invalid config is refused and
-    /// the current one keeps serving.
-    pub fn reload_from_source(&self) -> Result<u64, String> {
-        let _one_at_a_time = self.reload_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let result = (|| {
-            let loader = self
-                .loader
-                .as_ref()
-                .ok_or("no configuration source to reload from")?;
-            let config = loader()?;
-            self.reload(config).map_err(|e| e.to_string())
-        })();
+    /// on the runtime they started with; an invalid config (or a peer name
+    /// that does not resolve) is refused and the current one keeps serving.
+    pub async fn reload_from_source(&self) -> Result<u64, String> {
+        let _one_at_a_time = self.reload_lock.lock().await;
+        let config = self
+            .loader
+            .as_ref()
+            .ok_or_else(|| "no configuration source to reload from".to_string())
+            .and_then(|loader| loader());
+        let result = match config {
+            Ok(config) => self.reload(config).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
         let m = &crate::metrics::METRICS;
         match &result {
             Ok(g) => {
@@ -484,8 +528,11 @@ impl Gateway {
         resp
     }
 
-    /// Build a new runtime from a config and swap it in atomically.
-    pub fn reload(&self, config: Config) -> Result<u64, BuildError> {
+    /// Resolve the new config's peers (asynchronously: a reload never
+    /// blocks a worker on DNS), build a new runtime and swap it in
+    /// atomically.
+    pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
+        let addresses = resolve_peers(&config).await?;
         let current = self.runtime.load_full();
         let generation = current.generation + 1;
         if config.server.listen != current.config.server.listen
@@ -495,10 +542,67 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = Runtime::build_from(config, generation, Some(&current))?;
+        let rt = Runtime::build_from(config, generation, Some(&current), addresses)?;
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }
+}
+
+/// The peers a forwarding backend names (`None` for the embedded one).
+fn backend_peers(b: &BackendConfig) -> Option<&[String]> {
+    match b {
+        BackendConfig::Embedded(_) => None,
+        BackendConfig::Mcp(m) => Some(&m.peers),
+        BackendConfig::A2a(a) => Some(&a.peers),
+        BackendConfig::Relay(r) => Some(&r.peers),
+    }
+}
+
+/// The peer and path of an `auth.jwks_url`.
+fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("auth.jwks_url: not an absolute URL")?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].to_owned()),
+        None => (rest, "/".to_owned()),
+    };
+    let peer = PeerSpec::parse(&format!("{scheme}://{host}"))
+        .map_err(|e| format!("auth.jwks_url: {e}"))?;
+    Ok((peer, path))
+}
+
+/// Look up every host name the config's backends and JWKS URLs name, with
+/// tokio's resolver (never a blocking call on a worker). A name that does
+/// not resolve fails the build: at start the gateway exits with the error,
+/// on reload the previous configuration keeps serving.
+pub async fn resolve_peers(config: &Config) -> Result<Addresses, BuildError> {
+    // (where the name is configured, the peer)
+    let mut named: Vec<(String, PeerSpec)> = Vec::new();
+    for t in &config.tenants {
+        if let Some(peers) = backend_peers(&t.backend) {
+            let at = format!("tenant {}: backend.peers", t.id);
+            named.extend(
+                peers
+                    .iter()
+                    .filter_map(|p| PeerSpec::parse(p).ok())
+                    .map(|p| (at.clone(), p)),
+            );
+        }
+        if let Some(url) = t.auth.as_ref().and_then(|a| a.jwks_url.as_deref()) {
+            let at = format!("tenant {}: auth.jwks_url", t.id);
+            named.extend(jwks_peer(url).ok().map(|(p, _)| (at, p)));
+        }
+    }
+    let specs: Vec<PeerSpec> = named.iter().map(|(_, p)| p.clone()).collect();
+    Addresses::resolve(&specs).await.map_err(|e| {
+        let at = named
+            .iter()
+            .find(|(_, p)| p.bare_host() == e.host)
+            .map(|(at, _)| at.as_str())
+            .unwrap_or("peers");
+        BuildError(format!("{at}: {e}"))
+    })
 }
 
 /// The JWKS source of a tenant: a file, or a URL fetched through the same
@@ -506,21 +610,16 @@ impl Gateway {
 fn key_source(
     config: &Config,
     a: &crate::auth::AuthConfig,
+    addresses: &Addresses,
 ) -> Result<crate::auth::KeySource, String> {
     match (&a.jwks_file, &a.jwks_url) {
         (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
         (None, Some(url)) => {
-            let (scheme, rest) = url
-                .split_once("://")
-                .ok_or("auth.jwks_url: not an absolute URL")?;
-            let (host, path) = match rest.find('/') {
-                Some(i) => (&rest[..i], rest[i..].to_owned()),
-                None => (rest, "/".to_owned()),
-            };
-            let peer = PeerSpec::parse(&format!("{scheme}://{host}"))
-                .map_err(|e| format!("auth.jwks_url: {e}"))?;
+            let (peer, path) = jwks_peer(url)?;
             let client = crate::upstream::client::Client::new(ClientConfig {
-                peers: vec![peer],
+                peers: addresses
+                    .peers(&[peer])
+                    .map_err(|e| format!("auth.jwks_url: {e}"))?,
                 connect_timeout: Duration::from_secs(2),
                 request_timeout: Duration::from_secs(5),
                 health_check_interval: Duration::from_secs(30),
@@ -535,16 +634,20 @@ fn key_source(
 }
 
 fn client_config(
+    addresses: &Addresses,
     peers: &[String],
     connect_ms: u64,
     request_ms: u64,
     health_ms: u64,
 ) -> Result<ClientConfig, String> {
+    let specs = peers
+        .iter()
+        .map(|p| PeerSpec::parse(p).map_err(|e| format!("backend.peers: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(ClientConfig {
-        peers: peers
-            .iter()
-            .map(|p| PeerSpec::parse(p).map_err(|e| format!("backend.peers: {e}")))
-            .collect::<Result<_, _>>()?,
+        peers: addresses
+            .peers(&specs)
+            .map_err(|e| format!("backend.peers: {e}"))?,
         connect_timeout: Duration::from_millis(connect_ms),
         request_timeout: Duration::from_millis(request_ms),
         health_check_interval: Duration::from_millis(health_ms),
@@ -567,14 +670,25 @@ fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
 }
 
 /// 429 with `Retry-After` in whole seconds (at least 1).
-fn throttled(retry_after_ms: u64, what: &str) -> HttpResponse {
+fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
     let secs = retry_after_ms.div_ceil(1000).max(1);
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
-        "code": crate::mcp::jsonrpc::code::RATE_LIMITED,
-        "message": format!("Too Many Requests: the {what} request budget is used up; retry after {secs} s"),
-        "data": {"retry_after_ms": retry_after_ms}
-    }});
-    HttpResponse::json(429, &body).with_header("retry-after", secs.to_string())
+    let mut e = RpcError::new(
+        429,
+        crate::mcp::jsonrpc::code::RATE_LIMITED,
+        format!("Too Many Requests: the {what} request budget is used up; retry after {secs} s"),
+    )
+    .with_data(json!({"retry_after_ms": retry_after_ms}));
+    e.headers.push(("retry-after".into(), secs.to_string()));
+    e
+}
+
+/// A refusal decided before the body is interpreted, carrying the request's
+/// id when the body (already read) is a valid JSON-RPC request envelope.
+fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
+    let id = crate::mcp::jsonrpc::request_id(&req.body, max_json_depth);
+    let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
+    resp.headers.extend(e.headers.iter().cloned());
+    resp
 }
 
 /// Take a token; `Some(response)` when throttled. Fails open (with a log
@@ -585,7 +699,7 @@ async fn limit(
     key: &str,
     bucket: Option<Bucket>,
     what: &str,
-) -> Option<HttpResponse> {
+) -> Option<RpcError> {
     let bucket = bucket?;
     match state.take(key, bucket).await {
         Ok(Take::Allowed) => None,
@@ -612,13 +726,13 @@ struct Admitted {
     principal: Option<crate::auth::Principal>,
 }
 
-/// Tenant budget, authentication, caller budget; the response to send
+/// Tenant budget, authentication, caller budget; the error to answer
 /// when the request is refused.
 async fn admit(
     a: &Admission<'_>,
     req: &HttpRequest,
     out: &mut Outcome,
-) -> Result<Admitted, HttpResponse> {
+) -> Result<Admitted, RpcError> {
     if let Some(r) = limit(
         a.state,
         &format!("rl:tenant:{}", a.tenant),
@@ -641,7 +755,7 @@ async fn admit(
             Ok(p) => p,
             Err(denial) => {
                 out.outcome = "unauthorized".into();
-                return Err(auth.challenge(&denial));
+                return Err(auth.refusal(&denial));
             }
         },
         None => None,
@@ -681,7 +795,7 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
     };
     let admitted = match admit(&admission, req, out).await {
         Ok(a) => a,
-        Err(refused) => return refused,
+        Err(e) => return refused(&e, req, ep.max_json_depth),
     };
     let caller = CallerCtx {
         scope: &admitted.scope,
@@ -694,9 +808,10 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
 
 /// Origin, admission, then the relay.
 async fn relay(m: &RelayMount, rt: &Runtime, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    let max_json_depth = rt.config.limits.max_json_depth;
     if !crate::mcp::server::origin_allowed(&m.allowed_origins, req) {
         out.outcome = "403".into();
-        return HttpResponse::json(403, &crate::mcp::server::origin_refused().to_body(None));
+        return refused(&crate::mcp::server::origin_refused(), req, max_json_depth);
     }
     let admission = Admission {
         tenant: &m.tenant,
@@ -705,8 +820,8 @@ async fn relay(m: &RelayMount, rt: &Runtime, req: &HttpRequest, out: &mut Outcom
         tenant_bucket: m.tenant_bucket,
         caller_bucket: m.caller_bucket,
     };
-    if let Err(refused) = admit(&admission, req, out).await {
-        return refused;
+    if let Err(e) = admit(&admission, req, out).await {
+        return refused(&e, req, max_json_depth);
     }
     m.relay.handle(req, out).await
 }

@@ -192,7 +192,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
         return ExitCode::from(2);
     }
-    let runtime = match Runtime::build(cfg, 1) {
+    let runtime = match Runtime::start(cfg, 1) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("aap-gateway: config error in {}: {e}", path.display());
@@ -334,7 +334,7 @@ fn reload_on_sighup(gateway: Arc<Gateway>, certs: Option<Arc<CertStore>>) {
                     return;
                 };
                 while hup.recv().await.is_some() {
-                    let _ = gateway.reload_from_source();
+                    let _ = gateway.reload_from_source().await;
                     if let Some(c) = &certs {
                         let _ = c.reload("sighup");
                     }

@@ -306,7 +306,7 @@ impl ProxyHttp for Admin {
         let method = session.req_header().method.as_str().to_owned();
         if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
             let tls = self.tls.as_ref().map(|t| t.reload("admin"));
-            let mut resp = match self.gateway.reload_from_source() {
+            let mut resp = match self.gateway.reload_from_source().await {
                 Ok(g) => serde_json::json!({"status": "reloaded", "config_generation": g}),
                 Err(e) => {
                     serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.runtime().generation})

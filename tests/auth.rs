@@ -374,3 +374,168 @@ fn jwks_from_url_with_rotation() {
     server.wait().ok();
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A modern tools/call with the `Authorization` header exactly as given.
+fn call_authorized(gw: &Gateway, authorization: &str, id: Value) -> Resp {
+    let mut body = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search", "arguments": search()}),
+    );
+    body["id"] = id;
+    request(
+        gw.port,
+        "POST",
+        ENDPOINT,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", authorization),
+        ],
+        body.to_string().as_bytes(),
+    )
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let (gw, _d) = start("required");
+    let t = rs(claims(RESOURCE, "inventory:read"));
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let r = call_authorized(&gw, &format!("{scheme} {t}"), json!(1));
+        assert_eq!(r.status, 200, "{scheme}: {}", r.text());
+    }
+    let r = call_authorized(&gw, &format!("Bearer   {t}"), json!(1));
+    assert_eq!(
+        r.status,
+        200,
+        "several spaces after the scheme: {}",
+        r.text()
+    );
+    for bad in [
+        format!("Basic {t}"),
+        format!("Bearer{t}"),
+        format!("Bearer {t} extra"),
+        "Bearer ".to_string(),
+    ] {
+        let r = call_authorized(&gw, &bad, json!(1));
+        assert_eq!(r.status, 401, "{bad:.12}: {}", r.text());
+        assert!(challenge(&r).contains("invalid_token"));
+    }
+}
+
+#[test]
+fn a_key_that_names_its_algorithm_verifies_only_that_one() {
+    let (gw, _d) = start("required");
+    // rsa-1 is published with "alg": "RS256"; the same RSA key pair can
+    // sign PS256 and RS384, which must not verify against it.
+    for alg in [Algorithm::PS256, Algorithm::RS384, Algorithm::RS512] {
+        let t = token(
+            "rsa-1",
+            "rsa-1.pem",
+            alg,
+            claims(RESOURCE, "inventory:read"),
+        );
+        let r = call_with(&gw, ENDPOINT, Some(&t), "aap_inventory_search", search());
+        assert_eq!(r.status, 401, "{alg:?}: {}", r.text());
+        assert!(
+            challenge(&r)
+                .contains("error_description=\"token algorithm does not match the signing key\""),
+            "{alg:?}: {}",
+            challenge(&r)
+        );
+    }
+    let t = token(
+        "rsa-1",
+        "rsa-1.pem",
+        Algorithm::RS256,
+        claims(RESOURCE, "inventory:read"),
+    );
+    let r = call_with(&gw, ENDPOINT, Some(&t), "aap_inventory_search", search());
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn a_token_issued_in_the_future_is_refused() {
+    let (gw, _d) = start("required");
+    let mut future = claims(RESOURCE, "inventory:read");
+    future["iat"] = json!(now() + 3600);
+    let r = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&rs(future)),
+        "aap_inventory_search",
+        search(),
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(
+        challenge(&r).contains("token issued in the future"),
+        "{}",
+        challenge(&r)
+    );
+    // Within the clock leeway (30 s) it is accepted.
+    let mut skewed = claims(RESOURCE, "inventory:read");
+    skewed["iat"] = json!(now() + 10);
+    let r = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&rs(skewed)),
+        "aap_inventory_search",
+        search(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn an_audience_array_must_contain_the_resource() {
+    let (gw, _d) = start("required");
+    let mut both = claims(RESOURCE, "inventory:read");
+    both["aud"] = json!([RESOURCE_B, RESOURCE]);
+    let r = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&rs(both)),
+        "aap_inventory_search",
+        search(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut other = claims(RESOURCE, "inventory:read");
+    other["aud"] = json!([RESOURCE_B, "https://other.test/mcp"]);
+    let r = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&rs(other)),
+        "aap_inventory_search",
+        search(),
+    );
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert!(challenge(&r).contains("token audience is not this resource"));
+}
+
+#[test]
+fn refusals_carry_the_request_id_and_a_code_outside_the_reserved_range() {
+    let (gw, _d) = start("required");
+    // 401 at admission, before the body is interpreted.
+    let body = modern("tools/list", json!({}));
+    let mut body = body;
+    body["id"] = json!("who-am-i");
+    let r = gw.rpc(&[], &body);
+    assert_eq!(r.status, 401, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["id"], "who-am-i", "{j}");
+    assert_eq!(j["error"]["code"], -32010, "{j}");
+    let r = call_authorized(&gw, "Bearer not.a.jwt", json!(77));
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json()["id"], 77);
+    assert_eq!(r.error_code(), -32010);
+    // 403 for a missing scope on a tool.
+    let read_only = rs(claims(RESOURCE, "inventory:read"));
+    let r = call_with(
+        &gw,
+        ENDPOINT,
+        Some(&read_only),
+        "aap_lead_submit",
+        lead("id-403"),
+    );
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(r.error_code(), -32010);
+    assert_eq!(r.json()["id"], 1);
+    assert!(challenge(&r).contains("insufficient_scope"));
+}

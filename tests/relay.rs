@@ -212,7 +212,7 @@ fn an_unreachable_upstream_is_a_typed_502() {
     let gw = Gateway::start_with(&relay_backend(&[format!("http://127.0.0.1:{port}")], ""));
     let r = gw.rpc(&[], &modern("tools/list", json!({})));
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32031);
+    assert_eq!(r.error_code(), -32011);
     // The gateway keeps serving and answers the same way again.
     let r = gw.rpc(&[], &modern("tools/list", json!({})));
     assert_eq!(r.status, 502);

@@ -148,7 +148,7 @@ fn missing_upstream_token_is_502() {
         ),
     );
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32031);
+    assert_eq!(r.error_code(), -32011);
     let _: Value = r.json();
 }
 

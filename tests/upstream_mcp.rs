@@ -91,7 +91,7 @@ fn wrong_upstream_credential_is_a_502_not_a_leak() {
     ));
     let r = gw.call("aap_inventory_search", search_all());
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32031);
+    assert_eq!(r.error_code(), -32011);
     assert!(!r.text().contains("wrong"), "no credentials in errors");
 }
 
@@ -262,7 +262,7 @@ fn lead_to_dead_upstream_is_502_and_never_duplicated() {
     ));
     let r = gw.call("aap_lead_submit", lead("k-dead-1"));
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32031);
+    assert_eq!(r.error_code(), -32011);
     let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
     assert!(msg.contains("nothing was executed"), "{msg}");
     // The upstream comes back; the client retries with the same key.
@@ -300,7 +300,7 @@ fn read_timeout_is_504() {
     let gw = Gateway::start_with(&cfg);
     let r = gw.call("aap_inventory_search", search_all());
     assert_eq!(r.status, 504, "{}", r.text());
-    assert_eq!(r.error_code(), -32032);
+    assert_eq!(r.error_code(), -32012);
     drop(gw);
     drop(hold);
 }

@@ -6,6 +6,7 @@
 //! only thing that leaves this module.
 
 use crate::http::HttpResponse;
+use crate::mcp::jsonrpc::{code, RpcError};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -104,6 +105,42 @@ struct Claims {
     scp: Option<Vec<String>>,
     #[serde(default)]
     client_id: Option<String>,
+    /// RFC 7519 NumericDate (seconds, possibly fractional).
+    #[serde(default)]
+    iat: Option<f64>,
+}
+
+/// The token of an `Authorization: Bearer <token>` header. The scheme is
+/// case-insensitive (RFC 9110 §11.1) and one or more spaces may follow it;
+/// the token itself is RFC 6750's b64token, so it holds no space.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, rest) = header.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim_matches(' ');
+    (!token.is_empty() && !token.contains([' ', '\t'])).then_some(token)
+}
+
+/// The signature algorithm a JWK's `alg` names, `None` for one that is
+/// not a signature algorithm (e.g. `RSA-OAEP`, an encryption key).
+fn key_algorithm(a: jsonwebtoken::jwk::KeyAlgorithm) -> Option<Algorithm> {
+    use jsonwebtoken::jwk::KeyAlgorithm as K;
+    Some(match a {
+        K::HS256 => Algorithm::HS256,
+        K::HS384 => Algorithm::HS384,
+        K::HS512 => Algorithm::HS512,
+        K::ES256 => Algorithm::ES256,
+        K::ES384 => Algorithm::ES384,
+        K::RS256 => Algorithm::RS256,
+        K::RS384 => Algorithm::RS384,
+        K::RS512 => Algorithm::RS512,
+        K::PS256 => Algorithm::PS256,
+        K::PS384 => Algorithm::PS384,
+        K::PS512 => Algorithm::PS512,
+        K::EdDSA => Algorithm::EdDSA,
+        _ => return None,
+    })
 }
 
 struct KeyCache {
@@ -227,14 +264,9 @@ impl Authenticator {
                 _ => Ok(None),
             };
         };
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or(Denial::Invalid {
-                description: "expected a Bearer token",
-            })?;
+        let token = bearer_token(header).ok_or(Denial::Invalid {
+            description: "expected a Bearer token",
+        })?;
         if let KeySource::Url { .. } = self.source {
             if let Ok(Some(kid)) = decode_header(token).map(|h| h.kid) {
                 self.refresh_from_url(&kid).await;
@@ -317,6 +349,14 @@ impl Authenticator {
         let header = decode_header(token).map_err(|_| invalid("malformed token"))?;
         let kid = header.kid.ok_or(invalid("token has no kid"))?;
         let jwk = self.key_for(&kid).ok_or(invalid("unknown signing key"))?;
+        // A key that names its algorithm verifies that algorithm only
+        // (RFC 7517 §4.4): an RS256 key must not accept a PS256 or RS384
+        // signature made with the same RSA key pair.
+        if let Some(declared) = jwk.common.key_algorithm {
+            if key_algorithm(declared) != Some(header.alg) {
+                return Err(invalid("token algorithm does not match the signing key"));
+            }
+        }
         let key = DecodingKey::from_jwk(&jwk).map_err(|_| invalid("unusable signing key"))?;
         let alg = match header.alg {
             a @ (Algorithm::RS256
@@ -347,6 +387,17 @@ impl Authenticator {
             })
         })?;
         let c = data.claims;
+        // jsonwebtoken does not check `iat`; a token issued in the future
+        // (beyond the clock leeway) is refused.
+        if let Some(iat) = c.iat {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            if !iat.is_finite() || iat > now + self.cfg.leeway_secs as f64 {
+                return Err(invalid("token issued in the future"));
+            }
+        }
         let subject = c
             .sub
             .or(c.client_id)
@@ -377,45 +428,72 @@ impl Authenticator {
         }
     }
 
-    /// The HTTP response for a denial, with its `WWW-Authenticate` challenge.
+    /// The HTTP response for a denial, with its `WWW-Authenticate` challenge
+    /// (JSON-RPC `id` null; see [`Authenticator::refusal`] to give one).
     pub fn challenge(&self, denial: &Denial) -> HttpResponse {
+        let e = self.refusal(denial);
+        let mut resp = HttpResponse::json(e.http_status, &e.to_body(None));
+        resp.headers.extend(e.headers);
+        resp
+    }
+
+    /// A denial as a JSON-RPC error: HTTP 401/403, code
+    /// [`code::UNAUTHORIZED`], and the `WWW-Authenticate` challenge header.
+    pub fn refusal(&self, denial: &Denial) -> RpcError {
         let mut parts = vec![format!("resource_metadata=\"{}\"", self.metadata_url)];
-        let (status, code, message) = match denial {
+        let (status, message) = match denial {
             Denial::Missing { scope } => {
                 if let Some(s) = scope {
                     parts.push(format!("scope=\"{s}\""));
                 }
                 (
                     401,
-                    -32030,
                     "Unauthorized: this operation needs an OAuth access token".to_string(),
                 )
             }
             Denial::Invalid { description } => {
                 parts.push("error=\"invalid_token\"".into());
                 parts.push(format!("error_description=\"{description}\""));
-                (401, -32030, format!("Unauthorized: {description}"))
+                (401, format!("Unauthorized: {description}"))
             }
             Denial::InsufficientScope { scope } => {
                 parts.push("error=\"insufficient_scope\"".into());
                 parts.push(format!("scope=\"{scope}\""));
                 (
                     403,
-                    -32030,
                     format!("Forbidden: this operation needs scope {scope}"),
                 )
             }
         };
-        let body =
-            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-        HttpResponse::json(status, &body)
-            .with_header("www-authenticate", format!("Bearer {}", parts.join(", ")))
+        let mut e = RpcError::new(status, code::UNAUTHORIZED, message);
+        e.headers.push((
+            "www-authenticate".into(),
+            format!("Bearer {}", parts.join(", ")),
+        ));
+        e
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for h in ["Bearer t", "bearer t", "BEARER t", "bEaReR   t "] {
+            assert_eq!(bearer_token(h), Some("t"), "{h}");
+        }
+        for h in [
+            "Basic t",
+            "Bearer",
+            "Bearer ",
+            "Bearert",
+            "Bearer a b",
+            "Bearer a\tb",
+        ] {
+            assert_eq!(bearer_token(h), None, "{h}");
+        }
+    }
 
     #[test]
     fn metadata_url_inserts_well_known() {

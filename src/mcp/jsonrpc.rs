@@ -12,26 +12,40 @@ use serde_json::{Map, Value};
 use std::cell::Cell;
 use std::fmt;
 
-/// JSON-RPC and MCP error codes the gateway emits.
+/// JSON-RPC and MCP error codes the gateway emits (the table in README.md,
+/// "JSON-RPC error codes").
+///
+/// MCP 2026-07-28 reserves -32020..-32099 for codes its specification
+/// defines, and the gateway emits only those it defines there (-32020,
+/// -32022). Its own codes sit in -32000..-32019, which the specification
+/// leaves to implementations. Codes an upstream sends are passed on as they
+/// are (see `upstream_protocol_error` in `mcp::server`).
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
-    /// Legacy transport: unknown or expired `Mcp-Session-Id`.
+    /// 2025-11-25 sessions only: unknown or expired `Mcp-Session-Id` (with
+    /// HTTP 404, the code the MCP SDKs use). A 2026-07-28 request never gets
+    /// it: modern MCP has no protocol sessions, so its `Mcp-Session-Id` is
+    /// ignored.
     pub const SESSION_NOT_FOUND: i64 = -32001;
+    /// Gateway throttling (carried with HTTP 429 and `Retry-After`).
+    pub const RATE_LIMITED: i64 = -32009;
+    /// Authorization failures (carried with HTTP 401/403 and a
+    /// `WWW-Authenticate` challenge).
+    pub const UNAUTHORIZED: i64 = -32010;
+    /// The upstream could not be reached (HTTP 502; nothing was executed).
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
+    /// The upstream did not answer in time (HTTP 504; outcome unknown).
+    pub const UPSTREAM_TIMEOUT: i64 = -32012;
     /// MCP 2026-07-28 HeaderMismatch.
     pub const HEADER_MISMATCH: i64 = -32020;
     /// MCP 2026-07-28 UnsupportedProtocolVersion.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-    /// Gateway-level throttling (carried with HTTP 429).
-    pub const RATE_LIMITED: i64 = -32029;
-    /// Authorization failures (carried with HTTP 401/403).
-    pub const UNAUTHORIZED: i64 = -32030;
-    /// Upstream could not be reached (HTTP 502) or timed out (HTTP 504).
-    pub const UPSTREAM_UNAVAILABLE: i64 = -32031;
-    pub const UPSTREAM_TIMEOUT: i64 = -32032;
+    /// The range MCP 2026-07-28 reserves for codes its specification defines.
+    pub const SPEC_RESERVED: std::ops::RangeInclusive<i64> = -32099..=-32020;
 }
 
 /// A JSON-RPC id: MCP allows strings and integers, never null.
@@ -202,6 +216,25 @@ pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError
         *slot = arguments;
     }
     Ok(message)
+}
+
+/// The id of a body that is a valid JSON-RPC request envelope, for an
+/// answer decided before the body is interpreted (401, 403, 406, 415,
+/// 429). The envelope is read with the same strictness as
+/// [`parse_message`] (so an id is never taken from a body the gateway would
+/// refuse as malformed); `params.arguments` is skipped, not read into a
+/// document. `None` for anything else: a notification, a client response,
+/// invalid JSON, a batch.
+pub fn request_id(bytes: &[u8], max_depth: usize) -> Option<RequestId> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let slot = ArgumentsSlot::default();
+    let value = parse_strict(bytes, max_depth, Some(&slot)).ok()?;
+    match message_from_value(value).ok()? {
+        Message::Request { id, .. } => Some(id),
+        _ => None,
+    }
 }
 
 /// Validate the JSON-RPC envelope of an already-parsed value.
@@ -562,6 +595,47 @@ mod tests {
         }
         assert!(parse_message(empty(31).as_bytes(), 32).is_ok());
         assert!(parse_message(empty(32).as_bytes(), 32).is_err());
+    }
+
+    #[test]
+    fn request_id_only_from_a_valid_request_envelope() {
+        let id = |b: &str| request_id(b.as_bytes(), 32);
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":"a","method":"m","params":{"arguments":{"x":[1]}}}"#),
+            Some(Value::from("a"))
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":5,"method":"m"}"#),
+            Some(Value::from(5))
+        );
+        for none in [
+            "",
+            "{",
+            r#"{"jsonrpc":"2.0","method":"n"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#,
+        ] {
+            assert_eq!(id(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn own_codes_stay_out_of_the_spec_reserved_range() {
+        for c in [
+            code::SESSION_NOT_FOUND,
+            code::RATE_LIMITED,
+            code::UNAUTHORIZED,
+            code::UPSTREAM_UNAVAILABLE,
+            code::UPSTREAM_TIMEOUT,
+        ] {
+            assert!(!code::SPEC_RESERVED.contains(&c), "{c}");
+            assert!((-32019..=-32000).contains(&c), "{c}");
+        }
+        assert!(code::SPEC_RESERVED.contains(&code::HEADER_MISMATCH));
+        assert!(code::SPEC_RESERVED.contains(&code::UNSUPPORTED_PROTOCOL_VERSION));
     }
 
     #[test]

@@ -159,6 +159,16 @@ impl Endpoint {
         }
     }
 
+    /// The request id for an answer decided before the body is parsed
+    /// (403, 405, 406, 415): present when the body is a valid request
+    /// envelope within the size limit.
+    pub fn early_id(&self, req: &HttpRequest) -> Option<Value> {
+        if req.body.len() > self.max_body_bytes {
+            return None;
+        }
+        jsonrpc::request_id(&req.body, self.max_json_depth)
+    }
+
     fn error_response(
         &self,
         err: &RpcError,
@@ -179,7 +189,7 @@ impl Endpoint {
         out: &mut Outcome,
     ) -> HttpResponse {
         if !origin_allowed(&self.allowed_origins, req) {
-            return self.error_response(&origin_refused(), None, out);
+            return self.error_response(&origin_refused(), self.early_id(req).as_ref(), out);
         }
         match req.method.as_str() {
             "POST" => self.post(req, caller, out).await,
@@ -194,7 +204,7 @@ impl Endpoint {
                         self.allow_methods()
                     ),
                 );
-                HttpResponse::json(405, &err.to_body(None))
+                HttpResponse::json(405, &err.to_body(self.early_id(req).as_ref()))
                     .with_header("allow", self.allow_methods())
             }
         }
@@ -232,7 +242,7 @@ impl Endpoint {
         let framing =
             match media::check_post(req.header_str("content-type"), req.header_str("accept")) {
                 Ok(f) => f,
-                Err(e) => return self.error_response(&e, None, out),
+                Err(e) => return self.error_response(&e, self.early_id(req).as_ref(), out),
             };
         if req.body.len() > self.max_body_bytes {
             return self.error_response(&body_too_large(self.max_body_bytes), None, out);
@@ -303,7 +313,7 @@ impl Endpoint {
         if message.method() == Some("initialize") {
             return self.initialize(message, &mirror, out);
         }
-        let session_version = self.session_version(req, message)?;
+        let session_version = self.session_version(req, message, &mirror)?;
         match message {
             Message::Notification { .. } | Message::Response { .. } => {
                 if let Some(v) = mirror.protocol_version.as_deref() {
@@ -410,12 +420,18 @@ impl Endpoint {
         }
     }
 
-    /// The legacy session this request names, if sessions are on and the
-    /// body does not itself carry modern metadata (modern ignores sessions).
+    /// The legacy session this request names, if sessions are on. Modern
+    /// MCP has no protocol sessions: a body that carries the 2026-07-28
+    /// `_meta` version is never looked up, and a request that declares
+    /// 2026-07-28 in `MCP-Protocol-Version` and names an unknown session
+    /// is not a 404 -32001, its `Mcp-Session-Id` is ignored. (A known
+    /// session still supplies its version, so a header that contradicts it
+    /// stays a -32020 conflict.)
     fn session_version(
         &self,
         req: &HttpRequest,
         message: &Message,
+        mirror: &MirrorHeaders,
     ) -> Result<Option<String>, RpcError> {
         let Some(store) = &self.sessions else {
             return Ok(None);
@@ -425,12 +441,14 @@ impl Endpoint {
         if modern_body {
             return Ok(None);
         }
+        let modern_header = mirror.protocol_version.as_deref() == Some(revision::MODERN);
         match session_header(req)? {
             None => Ok(None),
-            Some(id) => store
-                .touch(&self.tenant, &id)
-                .map(Some)
-                .ok_or_else(session_not_found),
+            Some(id) => match store.touch(&self.tenant, &id) {
+                Some(v) => Ok(Some(v)),
+                None if modern_header => Ok(None),
+                None => Err(session_not_found()),
+            },
         }
     }
 

@@ -30,7 +30,7 @@ use pingora::protocols::http::client::HttpSession;
 use pingora::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,17 +59,19 @@ impl pingora::lb::health_check::HealthObserve for HealthLog {
     }
 }
 
-/// One configured peer: `http://host:port` or `https://host:port`.
-#[derive(Debug, Clone)]
+/// One configured peer: `http://host:port` or `https://host:port`, as
+/// written (the host is not resolved here; see [`Addresses`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PeerSpec {
     pub tls: bool,
+    /// As written; an IPv6 literal keeps its brackets.
     pub host: String,
     pub port: u16,
-    pub addr: SocketAddr,
 }
 
 impl PeerSpec {
-    /// Parse `http[s]://host[:port]` (no path); resolves the host once.
+    /// Parse `http[s]://host[:port]` (no path). Syntax only: nothing is
+    /// looked up, so validating a config works offline and never blocks.
     pub fn parse(url: &str) -> Result<PeerSpec, String> {
         let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
             (false, r)
@@ -84,27 +86,83 @@ impl PeerSpec {
                 "{url:?} must be scheme://host[:port] without a path (set the path separately)"
             ));
         }
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => match p.parse::<u16>() {
+        // `[v6]` or `[v6]:port`, else `host` or `host:port`.
+        let split = match rest.find(']') {
+            Some(end) if rest.starts_with('[') => {
+                let tail = &rest[end + 1..];
+                match tail.strip_prefix(':') {
+                    Some(p) => Some((&rest[..=end], p)),
+                    None if tail.is_empty() => None,
+                    None => return Err(format!("{url:?}: invalid port")),
+                }
+            }
+            _ => rest.rsplit_once(':'),
+        };
+        let (host, port) = match split {
+            Some((h, p)) => match p.parse::<u16>() {
                 Ok(p) => (h.to_owned(), p),
                 Err(_) => return Err(format!("{url:?}: invalid port")),
             },
-            _ => (rest.to_owned(), if tls { 443 } else { 80 }),
+            None => (rest.to_owned(), if tls { 443 } else { 80 }),
         };
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (bare, port)
-            .to_socket_addrs()
-            .map_err(|e| format!("{url:?}: cannot resolve {bare}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("{url:?}: {bare} has no address"))?;
-        Ok(PeerSpec {
-            tls,
-            host,
-            port,
-            addr,
-        })
+        let spec = PeerSpec { tls, host, port };
+        if let Some(inner) = spec.host.strip_prefix('[') {
+            let ok = inner
+                .strip_suffix(']')
+                .is_some_and(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok());
+            if !ok {
+                return Err(format!("{url:?}: invalid IPv6 address"));
+            }
+        } else if !is_host_name(&spec.host) {
+            return Err(format!(
+                "{url:?}: the host must be an IP address or a DNS name (letters, digits, '-', '.')"
+            ));
+        }
+        Ok(spec)
     }
 
+    /// The host without IPv6 brackets, as a resolver or SNI wants it.
+    pub fn bare_host(&self) -> &str {
+        self.host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// The address of an IP-literal host (no lookup needed).
+    fn literal(&self) -> Option<SocketAddr> {
+        let ip: std::net::IpAddr = self.bare_host().parse().ok()?;
+        Some(SocketAddr::new(ip, self.port))
+    }
+}
+
+/// RFC 1123 host-name syntax (labels of letters, digits and inner '-',
+/// '_' tolerated as resolvers do), or an IPv4 literal. Hand-written: the
+/// rule is a few lines and no URL crate is a dependency.
+fn is_host_name(h: &str) -> bool {
+    let h = h.strip_suffix('.').unwrap_or(h);
+    !h.is_empty()
+        && h.len() <= 253
+        && h.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// One address of a configured peer: what the client connects to. A peer
+/// whose name resolves to several addresses is several of these, sharing
+/// `host` (the `Host` header and TLS SNI).
+#[derive(Debug, Clone)]
+pub struct PeerAddr {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+}
+
+impl PeerAddr {
     fn authority(&self) -> String {
         if (self.tls && self.port == 443) || (!self.tls && self.port == 80) {
             self.host.clone()
@@ -114,9 +172,134 @@ impl PeerSpec {
     }
 }
 
+/// A peer host name that did not resolve.
+#[derive(Debug, Clone)]
+pub struct ResolveError {
+    /// The name, without IPv6 brackets.
+    pub host: String,
+    pub why: String,
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot resolve {}: {}", self.host, self.why)
+    }
+}
+
+/// How long one host-name lookup may take when a runtime is built.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The addresses of peer host names, looked up (asynchronously, with
+/// tokio's resolver) before a runtime is built at start or reload, so the
+/// build itself never waits for DNS. An offline set (for `check` and
+/// `catalog`) knows only IP literals: a name gets no addresses, and a
+/// client built from it has nothing to connect to.
+#[derive(Debug, Clone, Default)]
+pub struct Addresses {
+    online: bool,
+    names: HashMap<(String, u16), Vec<SocketAddr>>,
+}
+
+impl Addresses {
+    /// No lookups: for commands that validate and never connect.
+    pub fn offline() -> Addresses {
+        Addresses::default()
+    }
+
+    /// Look up every host name among `peers`, concurrently; all addresses
+    /// of a name are kept. Fails with a name that does not resolve.
+    pub async fn resolve(peers: &[PeerSpec]) -> Result<Addresses, ResolveError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut asked = std::collections::HashSet::new();
+        for p in peers {
+            if p.literal().is_some() || !asked.insert((p.bare_host().to_owned(), p.port)) {
+                continue;
+            }
+            let (host, port) = (p.bare_host().to_owned(), p.port);
+            tasks.spawn(async move {
+                let lookup = tokio::net::lookup_host((host.clone(), port));
+                let why = match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
+                    Err(_) => format!("no answer within {} s", RESOLVE_TIMEOUT.as_secs()),
+                    Ok(Err(e)) => e.to_string(),
+                    Ok(Ok(found)) => {
+                        let mut v: Vec<SocketAddr> = Vec::new();
+                        for a in found {
+                            if !v.contains(&a) {
+                                v.push(a);
+                            }
+                        }
+                        if !v.is_empty() {
+                            return Ok(((host, port), v));
+                        }
+                        "no address".to_owned()
+                    }
+                };
+                Err(ResolveError { host, why })
+            });
+        }
+        let mut names = HashMap::new();
+        let mut failed = None;
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(Ok((key, addrs))) => {
+                    names.insert(key, addrs);
+                }
+                Ok(Err(e)) => {
+                    failed.get_or_insert(e);
+                }
+                Err(e) => {
+                    failed.get_or_insert(ResolveError {
+                        host: String::new(),
+                        why: format!("the lookup task failed: {e}"),
+                    });
+                }
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Addresses {
+                online: true,
+                names,
+            }),
+        }
+    }
+
+    /// The addresses of `peers`, in order, without duplicates. Online, a
+    /// name that was not looked up is an error; offline it has none.
+    pub fn peers(&self, peers: &[PeerSpec]) -> Result<Vec<PeerAddr>, String> {
+        let mut out: Vec<PeerAddr> = Vec::new();
+        for p in peers {
+            let addrs = match p.literal() {
+                Some(a) => vec![a],
+                None => match self.names.get(&(p.bare_host().to_owned(), p.port)) {
+                    Some(v) => v.clone(),
+                    None if self.online => {
+                        return Err(format!("{} was not resolved", p.bare_host()))
+                    }
+                    None => Vec::new(),
+                },
+            };
+            for addr in addrs {
+                if out.iter().any(|o| o.addr == addr) {
+                    continue;
+                }
+                out.push(PeerAddr {
+                    tls: p.tls,
+                    host: p.host.clone(),
+                    port: p.port,
+                    addr,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    pub peers: Vec<PeerSpec>,
+    /// Every address of every configured peer (see [`Addresses::peers`]);
+    /// empty only in an offline build, which never sends.
+    pub peers: Vec<PeerAddr>,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub health_check_interval: Duration,
@@ -204,9 +387,6 @@ impl Drop for Client {
 
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Client, String> {
-        if cfg.peers.is_empty() {
-            return Err("no peers".into());
-        }
         let addrs: Vec<SocketAddr> = cfg.peers.iter().map(|p| p.addr).collect();
         let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
             .map_err(|e| format!("load balancer: {e}"))?;
@@ -237,7 +417,7 @@ impl Client {
         })
     }
 
-    pub fn peers(&self) -> &[PeerSpec] {
+    pub fn peers(&self) -> &[PeerAddr] {
         &self.cfg.peers
     }
 
@@ -845,5 +1025,68 @@ mod tests {
         let mut req = request(&[], "{}");
         req.path = "/mcp HTTP/1.1\r\nx: 1";
         assert!(request_bytes(&req, "h:1").is_err());
+    }
+
+    #[test]
+    fn peer_syntax_is_checked_without_any_lookup() {
+        let p = PeerSpec::parse("http://upstream.invalid:8001").unwrap();
+        assert_eq!(
+            (p.tls, p.host.as_str(), p.port),
+            (false, "upstream.invalid", 8001)
+        );
+        let p = PeerSpec::parse("https://[::1]").unwrap();
+        assert_eq!((p.tls, p.bare_host(), p.port), (true, "::1", 443));
+        let p = PeerSpec::parse("http://[::1]:8080").unwrap();
+        assert_eq!((p.host.as_str(), p.port), ("[::1]", 8080));
+        let p = PeerSpec::parse("http://10.0.0.5").unwrap();
+        assert_eq!(p.port, 80);
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://a/b",
+            "http://a:b",
+            "http://a..b",
+            "http://-a",
+            "http://[zz]:1",
+            "http://[::1]x",
+            "http://::1:80",
+            "http://a b",
+            "http://ex\u{e4}mple.com",
+        ] {
+            assert!(PeerSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn offline_addresses_know_only_literals() {
+        let specs = [
+            PeerSpec::parse("http://127.0.0.1:1").unwrap(),
+            PeerSpec::parse("http://upstream.invalid:2").unwrap(),
+            PeerSpec::parse("http://127.0.0.1:1/").unwrap(),
+        ];
+        let got = Addresses::offline().peers(&specs).unwrap();
+        assert_eq!(
+            got.len(),
+            1,
+            "a name has no address; a duplicate is used once"
+        );
+        assert_eq!(got[0].addr, "127.0.0.1:1".parse::<SocketAddr>().unwrap());
+    }
+
+    #[tokio::test]
+    async fn resolution_keeps_every_address_and_names_a_failure() {
+        let specs = [PeerSpec::parse("http://localhost:7").unwrap()];
+        let a = Addresses::resolve(&specs).await.unwrap();
+        let got = a.peers(&specs).unwrap();
+        assert!(!got.is_empty());
+        assert!(got
+            .iter()
+            .all(|p| p.addr.ip().is_loopback() && p.host == "localhost"));
+        let bad = [PeerSpec::parse("http://nothing.invalid:7").unwrap()];
+        let e = Addresses::resolve(&bad).await.unwrap_err();
+        assert_eq!(e.host, "nothing.invalid");
+        assert!(e
+            .to_string()
+            .starts_with("cannot resolve nothing.invalid: "));
     }
 }

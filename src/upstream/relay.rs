@@ -159,7 +159,7 @@ impl Relay {
         match req.method.as_str() {
             "POST" => {
                 media::check_post(req.header_str("content-type"), req.header_str("accept"))
-                    .map_err(|e| (e, None))?;
+                    .map_err(|e| (e, jsonrpc::request_id(&req.body, self.cfg.max_json_depth)))?;
                 let message = jsonrpc::parse_message(&req.body, self.cfg.max_json_depth)
                     .map_err(|e| (e, None))?;
                 id = message.id().cloned();
