@@ -90,8 +90,11 @@ impl Runtime {
             .enable_all()
             .build()
             .map_err(|e| BuildError(format!("cannot start the resolver: {e}")))?;
-        let addresses = rt.block_on(resolve_peers(&config))?;
-        drop(rt);
+        let addresses = rt.block_on(resolve_peers(&config));
+        // A lookup that timed out may still sit in a blocking thread: do
+        // not wait for it.
+        rt.shutdown_background();
+        let addresses = addresses?;
         Self::build_from(config, generation, None, addresses)
     }
 

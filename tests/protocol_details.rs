@@ -219,6 +219,16 @@ fn early_refusals_carry_the_request_id_when_the_body_was_read() {
     );
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(r.json()["id"], "abc-1");
+    // 405: a method other than POST, with a body.
+    let r = request(
+        gw.port,
+        "PUT",
+        ENDPOINT,
+        &[("Content-Type", "application/json")],
+        b,
+    );
+    assert_eq!(r.status, 405, "{}", r.text());
+    assert_eq!(r.json()["id"], "abc-1");
     // An integer id comes back as the same integer.
     let int_body = body.replace("\"abc-1\"", "42");
     let r = gw.post_raw(&[("Content-Type", "text/plain")], int_body.as_bytes());
