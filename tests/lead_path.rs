@@ -252,6 +252,16 @@ fn check_creates_nothing() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a directory"), "{err}");
+    // A lease too short to be meaningful is a config error.
+    std::fs::write(
+        &config,
+        config_with("", "", "").replace("claim_lease_ms = 60000", "claim_lease_ms = 50"),
+    )
+    .unwrap();
+    let out = offline(&config, &dir.join("state"), &["check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("state.claim_lease_ms"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -472,6 +482,7 @@ fn config_for(sink: Sink, redis: &Redis, prefix: &str, peer: Option<&Peer>) -> S
         Sink::Embedded => config_with("", "", "")
             .replace("backend = \"local\"\n", &state)
             .replace("redis_prefix = \"aapgw:\"\n", "")
+            .replace("claim_lease_ms = 60000\n", "")
             .replace("lead_submit_per_hour = 30", "lead_submit_per_hour = 0"),
         Sink::Mcp { dedupes } => forwarding_config(&format!(
             "kind = \"mcp\"\npeers = [\"{}\"]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nrequest_timeout_ms = 8000\ndedupes_leads = {dedupes}\n",
@@ -755,17 +766,18 @@ fn outcome_unknown_payloads_are_consistent() {
     };
     let done = get();
     let set = |v: &Value| {
-        assert!(Command::new("redis-cli")
+        let out = Command::new("redis-cli")
             .args([
                 "-p",
                 &redis.port.to_string(),
                 "SET",
                 &record,
-                &v.to_string()
+                &v.to_string(),
             ])
-            .status()
-            .unwrap()
-            .success());
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

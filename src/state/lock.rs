@@ -185,3 +185,47 @@ pub fn check_usable(dir: &Path) -> Result<(), String> {
         Err(e) => Err(format!("state.dir {}: {e}", dir.display())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> PathBuf {
+        std::env::temp_dir().join(format!("aapgw-lock-{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    #[tokio::test]
+    async fn a_held_directory_is_refused_and_waited_for_with_a_bound() {
+        let d = dir();
+        // Another holder: flock locks belong to an open file description, so
+        // a second open in this process is a different holder.
+        let other = open_lock_file(&d).unwrap();
+        other.try_lock().unwrap();
+        std::fs::write(d.join(LOCK_FILE), "4242\n").unwrap();
+        let e = hold(&d).unwrap_err();
+        assert!(
+            e.contains(&d.display().to_string()) && e.contains("pid 4242"),
+            "{e}"
+        );
+        // An upgrade waits in the background; writers wait at most `wait`.
+        hold_when_free(&d).unwrap();
+        let e = ready(&d, Duration::from_millis(200)).await.unwrap_err();
+        assert!(e.contains("still holds"), "{e}");
+        // Once the holder lets go, the waiting writer gets the directory.
+        drop(other);
+        ready(&d, Duration::from_secs(5)).await.unwrap();
+        let pid = std::fs::read_to_string(d.join(LOCK_FILE)).unwrap();
+        assert_eq!(pid.trim(), std::process::id().to_string());
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn check_usable_writes_nothing() {
+        let d = dir();
+        check_usable(&d).unwrap();
+        assert!(!d.exists());
+        std::fs::write(&d, b"").unwrap();
+        assert!(check_usable(&d).unwrap_err().contains("not a directory"));
+        std::fs::remove_file(&d).ok();
+    }
+}
