@@ -142,7 +142,7 @@ fn throttling_is_429_with_its_code_retry_after_and_the_request_id() {
     assert_eq!(r.status, 429, "{}", r.text());
     assert!(r.header("retry-after").is_some());
     let j = r.json();
-    assert_eq!(j["error"]["code"], -32009, "{j}");
+    assert_eq!(j["error"]["code"], -32013, "{j}");
     assert_not_reserved(r.error_code());
     assert_eq!(j["id"], "req-429", "the id of a body that was read: {j}");
     assert!(j["error"]["data"]["retry_after_ms"].as_u64().is_some());

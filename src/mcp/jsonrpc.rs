@@ -32,7 +32,7 @@ pub mod code {
     /// ignored.
     pub const SESSION_NOT_FOUND: i64 = -32001;
     /// Gateway throttling (carried with HTTP 429 and `Retry-After`).
-    pub const RATE_LIMITED: i64 = -32009;
+    pub const RATE_LIMITED: i64 = -32013;
     /// Authorization failures (carried with HTTP 401/403 and a
     /// `WWW-Authenticate` challenge).
     pub const UNAUTHORIZED: i64 = -32010;
