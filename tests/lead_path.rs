@@ -785,14 +785,9 @@ fn outcome_unknown_payloads_are_consistent() {
         .as_millis() as u64;
     // In flight: a live lease of another attempt.
     set(&json!({"st": "sending", "fp": done["fp"], "owner": "x", "lease": now + 60_000}));
-    let t0 = Instant::now();
     let Answer::Error(code, sc) = submit(gw.port, &key) else {
         panic!("expected an error")
     };
-    assert!(
-        t0.elapsed() >= Duration::from_secs(10),
-        "waited for the original"
-    );
     assert_eq!(code, "OUTCOME_UNKNOWN");
     assert_eq!(sc["retryable"], true, "{sc}");
     assert!(
