@@ -878,3 +878,76 @@ fn a_reserialized_lead_is_the_same_lead() {
     assert_eq!(sc2, sc, "a re-serialized retry replays the lead");
     assert_eq!(leads_in(&gw.state), 1);
 }
+
+// ---- 5. a timed-out lead on local state ------------------------------------------------------
+
+/// A lead whose upstream call timed out (504) has an unknown outcome: the
+/// retry is not sent again but answered `OUTCOME_UNKNOWN` (not retryable)
+/// at once, with the record's reference; the operator settles it through
+/// the admin endpoint of the running gateway, and the answer survives a
+/// restart.
+#[test]
+fn a_timed_out_lead_is_settled_by_the_operator() {
+    // An upstream that accepts connections and never answers.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming() {
+            held.push(s);
+        }
+    });
+    let cfg = forwarding_config(&format!(
+        "kind = \"mcp\"\npeers = [\"http://127.0.0.1:{port}\"]\nrevision = \"2026-07-28\"\nrequest_timeout_ms = 600\n"
+    )) + NO_QUOTA;
+    let gw = Gateway::start_with(&cfg);
+    let key = uuid::Uuid::new_v4().to_string();
+    let r = gw.call("aap_lead_submit", lead(&key));
+    assert_eq!(r.status, 504, "{}", r.text());
+    let Answer::Error(code, sc) = submit(gw.port, &key) else {
+        panic!("expected OUTCOME_UNKNOWN")
+    };
+    assert_eq!(code, "OUTCOME_UNKNOWN", "{sc}");
+    assert_eq!(sc["retryable"], false, "{sc}");
+    let r = sc["details"]["idempotency_ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(r.len(), 64);
+    let resp = request(
+        gw.admin,
+        "POST",
+        &format!("/idempotency/resolve?ref={r}&lead_id=lead_from_the_crm"),
+        &[],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        submit(gw.port, &key),
+        Answer::Lead("lead_from_the_crm".into())
+    );
+    let gw = gw.restart();
+    assert_eq!(
+        submit(gw.port, &key),
+        Answer::Lead("lead_from_the_crm".into())
+    );
+    // Released instead: the next retry sends the lead again (and times out).
+    let other = uuid::Uuid::new_v4().to_string();
+    assert_eq!(gw.call("aap_lead_submit", lead(&other)).status, 504);
+    let Answer::Error(_, sc) = submit(gw.port, &other) else {
+        panic!("expected OUTCOME_UNKNOWN")
+    };
+    let r = sc["details"]["idempotency_ref"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resp = request(
+        gw.admin,
+        "POST",
+        &format!("/idempotency/resolve?ref={r}&release=true"),
+        &[],
+        b"",
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(gw.call("aap_lead_submit", lead(&other)).status, 504);
+}
