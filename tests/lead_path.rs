@@ -951,3 +951,33 @@ fn a_timed_out_lead_is_settled_by_the_operator() {
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(gw.call("aap_lead_submit", lead(&other)).status, 504);
 }
+
+/// A record written before RFC 8785 fingerprints (sorted keys, numbers as
+/// parsed) still matches a retry of the same payload: replayed, not
+/// `IDEMPOTENCY_CONFLICT`.
+#[test]
+fn a_record_with_the_older_fingerprint_still_replays() {
+    use sha2::Digest;
+    let sha = |b: &[u8]| hex::encode(sha2::Sha256::digest(b));
+    let state = temp_dir("legacy-fp");
+    let config = state.join("gateway.toml");
+    std::fs::write(&config, config_with("", "", "")).unwrap();
+    let key = uuid::Uuid::new_v4().to_string();
+    let mut args = lead(&key);
+    args["vehicle_of_interest"] = json!({"stock": "DT-1001", "year": 2024.0});
+    let record = sha(format!("idem\0demo-toyota\0anonymous\0{key}").as_bytes());
+    let old_fp = sha(aap_gateway::util::canonical_json(&args).as_bytes());
+    let result = json!({"type": "lead.submit.response", "data": {"lead_id": "lead_before_the_upgrade", "status": "received"}});
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3_600_000;
+    let line = json!({"k": record, "fp": old_fp, "st": "done", "exp": exp, "r": result});
+    std::fs::write(state.join("idempotency.jsonl"), format!("{line}\n")).unwrap();
+    let gw = Gateway::launch(config, state);
+    let (err, sc) = gw.call_sc("aap_lead_submit", args);
+    assert!(!err, "{sc}");
+    assert_eq!(sc["data"]["lead_id"], "lead_before_the_upgrade");
+    assert_eq!(leads_in(&gw.state), 0, "nothing sent again");
+}
