@@ -191,7 +191,7 @@ impl Contract {
                     );
                     return Ok(ToolOutcome::error(
                         ErrorCode::OutcomeUnknown,
-                        "An earlier attempt with this idempotency_key was interrupted after the lead was handed to the dealer system; whether it arrived is unknown. It will not be sent again automatically.",
+                        "An earlier attempt with this idempotency_key was interrupted after the gateway began sending the lead; whether it reached the dealer is unknown. It will not be sent again automatically.",
                         Some(json!({
                             "idempotency_ref": record,
                             "correction": "do not resend this lead with a new idempotency_key; contact the dealership to confirm it, or ask the gateway operator to resolve this idempotency_ref",
