@@ -326,20 +326,23 @@ impl Conn<'_> {
         match head.framing {
             Framing::None => Ok(Some(bytes::Bytes::new())),
             Framing::Length(n) => {
-                // n <= limit, checked before.
+                // n <= limit, checked before. The buffer grows as the body
+                // arrives: a declared length alone does not reserve memory.
                 let n = n as usize;
-                let mut body = vec![0u8; n];
                 let have = n.min(self.rbuf.len());
-                body[..have].copy_from_slice(&self.rbuf[..have]);
+                let mut body = Vec::with_capacity(n.min(have.max(4 * READ_CHUNK)));
+                body.extend_from_slice(&self.rbuf[..have]);
                 self.rbuf.advance(have);
-                let mut filled = have;
-                while filled < n {
-                    match tokio::time::timeout_at(deadline, self.stream.read(&mut body[filled..]))
-                        .await
-                    {
+                while body.len() < n {
+                    if body.capacity() == body.len() {
+                        body.reserve((n - body.len()).min(body.len().max(4 * READ_CHUNK)));
+                    }
+                    let want = (n - body.len()).min(body.capacity() - body.len());
+                    let mut limited = (&mut self.stream).take(want as u64);
+                    match tokio::time::timeout_at(deadline, limited.read_buf(&mut body)).await {
                         Err(_) => return Err(slow()),
                         Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
-                        Ok(Ok(k)) => filled += k,
+                        Ok(Ok(_)) => {}
                     }
                 }
                 Ok(Some(bytes::Bytes::from(body)))
