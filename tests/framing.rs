@@ -367,7 +367,17 @@ fn oversized_heads_get_431_with_a_json_body() {
 
 #[test]
 fn transport_answers_are_logged_and_counted() {
-    let gw = Gateway::start();
+    let cfg = config_with("", "", "")
+        .replace("body_read_timeout_ms = 10000", "body_read_timeout_ms = 300");
+    let gw = Gateway::start_with(&cfg);
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let mut c = one(&gw, post(1, &many).as_bytes());
+    assert_refused(&mut c, 431, "120 headers");
+    let mut c = one(
+        &gw,
+        format!("POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{").as_bytes(),
+    );
+    assert_refused(&mut c, 408, "slow body");
     let mut c = one(
         &gw,
         post(1, "Transfer-Encoding: gzip, chunked\r\n").as_bytes(),
@@ -398,6 +408,8 @@ fn transport_answers_are_logged_and_counted() {
         .filter(|v| v["fields"]["message"] == "request")
         .collect();
     for (status, outcome) in [
+        (431, "headers_too_large"),
+        (408, "body_timeout"),
         (400, "bad_request"),
         (501, "not_implemented"),
         (505, "version_not_supported"),
@@ -411,7 +423,7 @@ fn transport_answers_are_logged_and_counted() {
         );
     }
     let metrics = request(gw.admin, "GET", "/metrics", &[], b"").text();
-    for status in ["400", "413", "501", "505"] {
+    for status in ["400", "408", "413", "431", "501", "505"] {
         assert!(
             metrics.lines().any(|l| l.starts_with("aap_requests_total")
                 && l.contains(&format!("status=\"{status}\""))),
