@@ -32,6 +32,8 @@ const READ_CHUNK: usize = 4096;
 /// how long and how much the gateway keeps reading and discarding.
 pub const LINGER_TIME: Duration = Duration::from_secs(5);
 pub const LINGER_BYTES: usize = 4 << 20;
+/// Longest a single write of an answer (or of one streamed part) may take.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A refused connection (over a connection limit) lingers this long at most.
 const REFUSED_LINGER_TIME: Duration = Duration::from_secs(1);
 
@@ -198,16 +200,14 @@ impl Conn<'_> {
             }
             // 100 Continue only once the request passed every check made
             // before its body, and only if the body has not started arriving.
-            if head.expect_continue && head.framing != Framing::None && self.rbuf.is_empty() {
-                let sent = async {
-                    self.stream
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await?;
-                    self.stream.flush().await
-                };
-                if sent.await.is_err() {
-                    return;
-                }
+            if head.expect_continue
+                && head.framing != Framing::None
+                && self.rbuf.is_empty()
+                && send(&mut self.stream, &[b"HTTP/1.1 100 Continue\r\n\r\n"])
+                    .await
+                    .is_err()
+            {
+                return;
             }
             let body = match self
                 .read_body(&head, io.max_body, io.body_timeout, &head_limits)
@@ -396,16 +396,14 @@ impl Conn<'_> {
                 keep_alive,
             );
             if head_only {
-                self.stream.write_all(&self.wbuf).await?;
+                send(&mut self.stream, &[&self.wbuf]).await?;
             } else if self.wbuf.len() + resp.body.len() <= write_cap {
                 // Head and body in one write (one segment burst).
                 self.wbuf.extend_from_slice(&resp.body);
-                self.stream.write_all(&self.wbuf).await?;
+                send(&mut self.stream, &[&self.wbuf]).await?;
             } else {
-                self.stream.write_all(&self.wbuf).await?;
-                self.stream.write_all(&resp.body).await?;
+                send(&mut self.stream, &[&self.wbuf, &resp.body]).await?;
             }
-            self.stream.flush().await?;
             return Ok(keep_alive);
         };
         // A stream: chunked framing (an HTTP/1.0 client reads to the close),
@@ -440,8 +438,7 @@ impl Conn<'_> {
                 }
             }
             if !self.wbuf.is_empty() {
-                self.stream.write_all(&self.wbuf).await?;
-                self.stream.flush().await?;
+                send(&mut self.stream, &[&self.wbuf]).await?;
                 self.wbuf.clear();
             }
             match rest.recv().await {
@@ -450,8 +447,7 @@ impl Conn<'_> {
             }
         }
         if chunked {
-            self.stream.write_all(b"0\r\n\r\n").await?;
-            self.stream.flush().await?;
+            send(&mut self.stream, &[b"0\r\n\r\n"]).await?;
         }
         Ok(keep_alive)
     }
@@ -582,6 +578,24 @@ impl Ingress {
             filled: &[],
             latency_us: started.elapsed().as_micros() as u64,
         });
+    }
+}
+
+/// Write `parts` and flush, within [`WRITE_TIMEOUT`]: a client that stops
+/// reading its answer does not hold the connection (and its task) forever.
+async fn send(stream: &mut Stream, parts: &[&[u8]]) -> std::io::Result<()> {
+    let write = async {
+        for part in parts {
+            stream.write_all(part).await?;
+        }
+        stream.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(r) => r,
+        Err(_) => {
+            crate::metrics::connection_closed("write_timeout");
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
     }
 }
 
