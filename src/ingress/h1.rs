@@ -874,6 +874,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn config_limits_fit_the_tokenizer() {
+        let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway.toml");
+        let shipped = include_str!("../../gateway.toml");
+        let parse = |text: &str| crate::config::Config::parse(text, &at);
+        let cfg = parse(shipped).expect("shipped config");
+        assert_eq!(
+            (
+                cfg.limits.max_connections,
+                cfg.limits.max_connections_per_ip
+            ),
+            (10_000, 1_000)
+        );
+        let e = parse(&shipped.replace("max_headers = 100", "max_headers = 257")).unwrap_err();
+        assert!(e.to_string().contains("limits.max_headers"), "{e}");
+        assert!(parse(&shipped.replace("max_headers = 100", "max_headers = 256")).is_ok());
+    }
+
     fn decode_all(body: &[u8]) -> Result<Vec<u8>, Refusal> {
         let mut c = Chunked::new(1024);
         let mut out = Vec::new();
