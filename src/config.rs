@@ -68,6 +68,11 @@ pub struct LimitsConfig {
     pub max_headers: usize,
     /// Total request header bytes above this → 431.
     pub max_header_bytes: usize,
+    /// Open ingress connections at most (0 = no limit); more → 503 and close.
+    pub max_connections: usize,
+    /// Open ingress connections per client address at most (0 = no limit);
+    /// more → 429 and close.
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for LimitsConfig {
@@ -80,6 +85,8 @@ impl Default for LimitsConfig {
             idle_timeout_secs: 60,
             max_headers: 100,
             max_header_bytes: 16_384,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
         }
     }
 }
@@ -496,6 +503,12 @@ impl Config {
         }
         if l.max_headers == 0 || l.max_header_bytes < 1024 {
             return Err("limits.max_headers / limits.max_header_bytes: need max_headers >= 1 and max_header_bytes >= 1024".into());
+        }
+        if l.max_headers > crate::ingress::h1::MAX_HEADER_LINES {
+            return Err(format!(
+                "limits.max_headers: at most {}",
+                crate::ingress::h1::MAX_HEADER_LINES
+            ));
         }
         if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
             return Err("state.redis_url: required when state.backend = \"redis\"".into());

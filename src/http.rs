@@ -1,6 +1,7 @@
 //! Transport-neutral request and response types.
 //!
-//! The protocol core works on these; only `proxy.rs` knows about Pingora.
+//! The protocol core works on these; only `ingress` and `proxy.rs` know
+//! about Pingora.
 
 use bytes::Bytes;
 use std::net::IpAddr;

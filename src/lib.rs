@@ -4,8 +4,9 @@
 //! (skills, schemas, catalog, the shared contract), `upstream` (backends),
 //! `state` (idempotency and limits), `json` (fast strict reading of
 //! upstream answers), `config`, `gateway` (runtime and
-//! routing), `access` (the per-request log line) and `proxy` (the only
-//! module that knows Pingora).
+//! routing), `access` (the per-request log line), `ingress` (the public
+//! listener's connections and HTTP/1.1) and `proxy` (admin listener and
+//! pass-through on Pingora's HTTP stack).
 
 pub mod aap;
 pub mod access;
@@ -13,6 +14,7 @@ pub mod auth;
 pub mod config;
 pub mod gateway;
 pub mod http;
+pub mod ingress;
 pub mod json;
 pub mod mcp;
 pub mod metrics;

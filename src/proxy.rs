@@ -1,23 +1,14 @@
-//! Pingora glue: turn a Pingora session into an [`HttpRequest`], call the
-//! core, write the [`HttpResponse`]. Nothing protocol-specific lives here.
+//! Pingora glue for the admin listener (health, readiness, metrics, reload)
+//! and the pass-through baseline; the public listener is `crate::ingress`.
 
 use crate::gateway::Gateway;
-use crate::http::{HttpRequest, HttpResponse};
-use crate::mcp::jsonrpc::{code, RpcError};
-use crate::mcp::server::body_too_large;
+use crate::http::HttpResponse;
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
-use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::protocols::http::ServerSession;
-use pingora::server::ShutdownWatch;
 use std::sync::Arc;
-
-/// The public MCP listener.
-pub struct Ingress {
-    pub gateway: Arc<Gateway>,
-}
 
 /// The admin listener: health, readiness, metrics, reload.
 pub struct Admin {
@@ -81,25 +72,6 @@ impl IngressProbe {
     }
 }
 
-fn to_request(session: &ServerSession, body: Bytes) -> HttpRequest {
-    let h = session.req_header();
-    HttpRequest {
-        method: h.method.as_str().to_owned(),
-        path: h.uri.path().to_owned(),
-        query: h.uri.query().map(str::to_owned),
-        headers: h
-            .headers
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
-            .collect(),
-        body,
-        peer_ip: session
-            .client_addr()
-            .and_then(|a| a.as_inet())
-            .map(|a| a.ip()),
-    }
-}
-
 async fn write(session: &mut ServerSession, mut resp: HttpResponse) -> Result<()> {
     let mut header = ResponseHeader::build(resp.status, Some(resp.headers.len() + 2))?;
     for (n, v) in &resp.headers {
@@ -118,175 +90,6 @@ async fn write(session: &mut ServerSession, mut resp: HttpResponse) -> Result<()
         session.write_response_body(chunk, false).await?;
     }
     session.write_response_body(Bytes::new(), true).await
-}
-
-/// Read the whole body, refusing (with the response to send) anything over
-/// `limit` bytes or slower than `timeout`.
-async fn read_body(
-    session: &mut ServerSession,
-    limit: usize,
-    timeout: std::time::Duration,
-) -> std::result::Result<Bytes, HttpResponse> {
-    let declared = session
-        .req_header()
-        .headers
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(HttpResponse::json(
-            413,
-            &body_too_large(limit).to_body(None),
-        ));
-    }
-    let mut buf = BytesMut::new();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let next = tokio::time::timeout_at(deadline, session.read_request_body()).await;
-        match next {
-            Err(_) => {
-                let err = crate::mcp::jsonrpc::RpcError::new(
-                    408,
-                    crate::mcp::jsonrpc::code::INVALID_REQUEST,
-                    "Request Timeout: the body did not arrive in time",
-                );
-                return Err(HttpResponse::json(408, &err.to_body(None)));
-            }
-            Ok(Err(_)) => {
-                let err = crate::mcp::jsonrpc::RpcError::invalid_request(
-                    "Bad Request: the body could not be read",
-                );
-                return Err(HttpResponse::json(400, &err.to_body(None)));
-            }
-            Ok(Ok(None)) => return Ok(buf.freeze()),
-            Ok(Ok(Some(chunk))) => {
-                if buf.len() + chunk.len() > limit {
-                    return Err(HttpResponse::json(
-                        413,
-                        &body_too_large(limit).to_body(None),
-                    ));
-                }
-                buf.extend_from_slice(&chunk);
-            }
-        }
-    }
-}
-
-/// Marks a connection that already served a request (carried across
-/// keep-alive reuse in Pingora's persistent settings).
-struct Served;
-
-#[async_trait]
-impl HttpServerApp for Ingress {
-    /// One request on an HTTP/1 connection. Pingora's own read timeout is
-    /// per `read()`, so a client trickling one header byte at a time would
-    /// hold the connection forever; the whole header must arrive within
-    /// `limits.header_read_timeout_ms` (after up to `limits.idle_timeout_secs`
-    /// of keep-alive idleness on a reused connection).
-    async fn process_new_http(
-        self: &Arc<Self>,
-        mut http: ServerSession,
-        shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
-        let io = self.gateway.io_limits();
-        let reused = http.take_connection_user_context().is_some();
-        let budget = if reused {
-            io.header_timeout + io.idle_timeout
-        } else {
-            io.header_timeout
-        };
-        // On shutdown (SIGTERM, or the old process of an upgrade) an idle
-        // keep-alive connection is closed at once. A fresh connection is not:
-        // the client connected to send a request, which may already be on
-        // its way (during an upgrade both processes accept on the same
-        // socket), so it gets the usual header deadline and an answer.
-        let mut shutdown_rx = shutdown.clone();
-        let read = if reused {
-            tokio::select! {
-                biased;
-                r = tokio::time::timeout(budget, http.read_request()) => r,
-                _ = shutdown_rx.changed() => return None,
-            }
-        } else {
-            tokio::time::timeout(budget, http.read_request()).await
-        };
-        match read {
-            Ok(Ok(true)) => {}
-            // Closed by the client, or an idle keep-alive connection expired.
-            Ok(Ok(false)) => return None,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "request header could not be read");
-                if matches!(e.etype(), ErrorType::InvalidHTTPHeader) {
-                    let _ = http.respond_error(400).await;
-                }
-                return None;
-            }
-            Err(_) => {
-                // Headers incomplete when the budget ran out (slowloris), or
-                // a fresh connection that never sent a request.
-                crate::metrics::connection_closed("header_timeout");
-                tracing::debug!(
-                    reused,
-                    timeout_ms = budget.as_millis() as u64,
-                    "request header not received in time; closing the connection"
-                );
-                return None;
-            }
-        }
-        let keepalive = !*shutdown.borrow();
-        http.set_keepalive(keepalive.then_some(io.idle_timeout.as_secs().max(1)));
-        let resp = match self.early_response(&http) {
-            Some(early) => {
-                http.set_keepalive(None);
-                early
-            }
-            None => match read_body(&mut http, io.max_body, io.body_timeout).await {
-                Ok(body) => {
-                    let req = to_request(&http, body);
-                    self.gateway.handle(req).await
-                }
-                Err(early) => {
-                    // The rest of the body is unread: do not reuse the connection.
-                    http.set_keepalive(None);
-                    early
-                }
-            },
-        };
-        if write(&mut http, resp).await.is_err() {
-            return None;
-        }
-        let mut settings = HttpPersistentSettings::for_session(&http);
-        settings.set_user_context(Box::new(Served));
-        match http.finish().await {
-            Ok(Some(stream)) => Some(ReusedHttpStream::from_reusable_stream(stream, settings)),
-            Ok(None) => None,
-            Err(e) => {
-                tracing::debug!(error = %e, "connection not reusable");
-                None
-            }
-        }
-    }
-}
-
-impl Ingress {
-    /// 431 before the body is read.
-    fn early_response(&self, http: &ServerSession) -> Option<HttpResponse> {
-        let (max_headers, max_header_bytes) = self.gateway.header_limits();
-        let headers = &http.req_header().headers;
-        let header_bytes: usize = headers
-            .iter()
-            .map(|(n, v)| n.as_str().len() + v.len() + 4)
-            .sum();
-        if headers.len() > max_headers || header_bytes > max_header_bytes {
-            let err = RpcError::new(
-                431,
-                code::INVALID_REQUEST,
-                format!("Request Header Fields Too Large: at most {max_headers} headers and {max_header_bytes} bytes"),
-            );
-            return Some(HttpResponse::json(431, &err.to_body(None)));
-        }
-        None
-    }
 }
 
 #[async_trait]

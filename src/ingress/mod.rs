@@ -1,0 +1,630 @@
+//! The public MCP listener: owns each client connection (limits, deadlines,
+//! keep-alive and pipelining, lingering close) and speaks HTTP/1.1 itself.
+//!
+//! Pingora accepts the connection (and terminates TLS); from then on the
+//! gateway runs the connection loop ([`pingora::apps::ServerApp`]) instead of
+//! Pingora's HTTP/1 session, so that framing is strict ([`h1`]), every answer
+//! (transport errors included) carries a JSON-RPC body and an access-log
+//! line, and a connection costs nothing but its task until its first byte.
+
+pub mod conn;
+pub mod h1;
+
+use crate::gateway::Gateway;
+use crate::http::{HttpRequest, HttpResponse};
+use crate::mcp::jsonrpc::{code, RpcError};
+use async_trait::async_trait;
+use bytes::{Buf, BytesMut};
+use conn::{ConnTable, Full};
+use h1::{BodyFraming, Framing, Head, HeadLimits, Refusal};
+use pingora::apps::ServerApp;
+use pingora::protocols::{Stream, ALPN};
+use pingora::server::ShutdownWatch;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Read-buffer growth step; the buffer is allocated on a connection's first
+/// byte and reused by every request on it.
+const READ_CHUNK: usize = 4096;
+/// Lingering close (after an answer that leaves request bytes unread):
+/// how long and how much the gateway keeps reading and discarding.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
+pub const LINGER_BYTES: usize = 4 << 20;
+/// Longest a single write of an answer (or of one streamed part) may take.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A refused connection (over a connection limit) lingers this long at most.
+const REFUSED_LINGER_TIME: Duration = Duration::from_secs(1);
+
+/// The public MCP listener.
+pub struct Ingress {
+    pub gateway: Arc<Gateway>,
+    conns: Arc<ConnTable>,
+}
+
+impl Ingress {
+    pub fn new(gateway: Arc<Gateway>) -> Ingress {
+        Ingress {
+            gateway,
+            conns: Arc::new(ConnTable::default()),
+        }
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.conns.open()
+    }
+}
+
+#[async_trait]
+impl ServerApp for Ingress {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        // HTTP/2 goes here when it is offered (ALPN h2 on TLS → Pingora's
+        // v2 server session); the TLS listener does not offer it yet.
+        if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
+            return None;
+        }
+        let peer = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
+        let (max, max_per_ip) = {
+            let rt = self.gateway.runtime();
+            let l = &rt.config.limits;
+            (l.max_connections, l.max_connections_per_ip)
+        };
+        let mut conn = Conn {
+            ingress: self,
+            stream,
+            peer,
+            rbuf: BytesMut::new(),
+            wbuf: Vec::new(),
+        };
+        match self.conns.admit(peer, max, max_per_ip) {
+            Ok(_guard) => conn.serve(shutdown).await,
+            Err(full) => conn.refuse_connection(full).await,
+        }
+        None
+    }
+}
+
+/// Why reading a head stopped without one.
+enum NoHead {
+    /// The client closed (or the socket failed): nothing to answer.
+    Closed,
+    /// The head did not arrive within `limits.header_read_timeout_ms`.
+    Timeout,
+    Refused(Refusal),
+}
+
+/// One client connection.
+struct Conn<'a> {
+    ingress: &'a Ingress,
+    stream: Stream,
+    peer: Option<IpAddr>,
+    /// Bytes read and not yet consumed (the next head, body bytes, pipelined
+    /// requests). No capacity until the first byte arrives.
+    rbuf: BytesMut,
+    /// The response being written (allocated on the first response).
+    wbuf: Vec<u8>,
+}
+
+impl Conn<'_> {
+    /// Requests in order until the connection closes.
+    async fn serve(&mut self, shutdown: &ShutdownWatch) {
+        let mut reused = false;
+        let accepted = Instant::now();
+        loop {
+            let (io, head_limits, write_cap) = {
+                let rt = self.ingress.gateway.runtime();
+                let l = &rt.config.limits;
+                (
+                    self.ingress.gateway.io_limits(),
+                    HeadLimits {
+                        max_headers: l.max_headers,
+                        max_header_bytes: l.max_header_bytes,
+                    },
+                    rt.config.server.write_buffer_bytes,
+                )
+            };
+            // Wait for the first byte of the next request. On shutdown (SIGTERM,
+            // or the old process of an upgrade) an idle keep-alive connection
+            // is closed at once; a fresh one is not: its request may already be
+            // on its way (during an upgrade both processes accept on one socket).
+            let head_deadline = if self.rbuf.is_empty() && reused {
+                let mut rx = shutdown.clone();
+                if *rx.borrow() {
+                    return;
+                }
+                let first = tokio::select! {
+                    biased;
+                    r = tokio::time::timeout(io.idle_timeout, self.fill()) => r,
+                    _ = rx.changed() => return,
+                };
+                match first {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) => return,
+                    Err(_) => {
+                        crate::metrics::connection_closed("idle_timeout");
+                        return;
+                    }
+                }
+                tokio::time::Instant::now() + io.header_timeout
+            } else if reused {
+                // Pipelined: the next head is already (partly) here.
+                tokio::time::Instant::now() + io.header_timeout
+            } else {
+                tokio::time::Instant::from_std(accepted) + io.header_timeout
+            };
+            let started = Instant::now();
+            let head = match self.read_head(head_deadline, &head_limits).await {
+                Ok(h) => h,
+                Err(NoHead::Closed) => return,
+                Err(NoHead::Timeout) => {
+                    // Slowloris, or a connection that never sent a request: no
+                    // answer (the client is not reading one), just the count.
+                    crate::metrics::connection_closed("header_timeout");
+                    if !self.rbuf.is_empty() {
+                        self.ingress.log_transport(
+                            "-",
+                            None,
+                            408,
+                            "header_timeout",
+                            started,
+                            &new_correlation_id(),
+                        );
+                    }
+                    tracing::debug!(
+                        reused,
+                        timeout_ms = io.header_timeout.as_millis() as u64,
+                        "request header not received in time; closing the connection"
+                    );
+                    return;
+                }
+                Err(NoHead::Refused(r)) => {
+                    self.refuse(None, r, started, write_cap).await;
+                    return;
+                }
+            };
+            reused = true;
+            if let Framing::Length(n) = head.framing {
+                if n > io.max_body as u64 {
+                    let r = too_large(io.max_body);
+                    self.refuse(Some(&head), r, started, write_cap).await;
+                    return;
+                }
+            }
+            // 100 Continue only once the request passed every check made
+            // before its body, and only if the body has not started arriving.
+            if head.expect_continue
+                && head.framing != Framing::None
+                && self.rbuf.is_empty()
+                && send(&mut self.stream, &[b"HTTP/1.1 100 Continue\r\n\r\n"])
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+            let body = match self
+                .read_body(&head, io.max_body, io.body_timeout, &head_limits)
+                .await
+            {
+                Ok(Some(b)) => b,
+                Ok(None) => return,
+                Err(r) => {
+                    self.refuse(Some(&head), r, started, write_cap).await;
+                    return;
+                }
+            };
+            let head_only = head.method == "HEAD";
+            let minor = head.minor;
+            let client_keep_alive = head.keep_alive;
+            let req = HttpRequest {
+                method: head.method,
+                path: head.path,
+                query: head.query,
+                headers: head.headers,
+                body,
+                peer_ip: self.peer,
+            };
+            // Boxed: the handler's state (about 12 KiB) lives only while a
+            // request is being handled, not in every idle connection's task
+            // (Pingora's own HTTP app boxed it per request as well).
+            let resp = Box::pin(self.ingress.gateway.handle(req)).await;
+            let keep = client_keep_alive && !*shutdown.borrow();
+            match self
+                .write_response(resp, minor, head_only, keep, write_cap)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.linger(LINGER_TIME).await;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Read into `rbuf`; the buffer gets its memory with the first byte.
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        if self.rbuf.capacity() == 0 {
+            let mut first = [0u8; 1];
+            let n = self.stream.read(&mut first).await?;
+            if n > 0 {
+                self.rbuf.reserve(READ_CHUNK);
+                self.rbuf.extend_from_slice(&first[..n]);
+            }
+            return Ok(n);
+        }
+        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        self.stream.read_buf(&mut self.rbuf).await
+    }
+
+    async fn read_head(
+        &mut self,
+        deadline: tokio::time::Instant,
+        limits: &HeadLimits,
+    ) -> Result<Head, NoHead> {
+        let mut scanned = 0;
+        loop {
+            let skip = h1::leading_empty_lines(&self.rbuf);
+            if skip > 0 {
+                self.rbuf.advance(skip);
+                scanned = 0;
+            }
+            if !self.rbuf.is_empty() {
+                h1::check_request_line(&mut self.rbuf).map_err(NoHead::Refused)?;
+                if let Some(end) = h1::find_head_end(&self.rbuf, scanned) {
+                    let head =
+                        h1::parse_head(&self.rbuf[..end], limits).map_err(NoHead::Refused)?;
+                    self.rbuf.advance(end);
+                    return Ok(head);
+                }
+                scanned = self.rbuf.len();
+                if self.rbuf.len() > limits.max_head_bytes() {
+                    return Err(NoHead::Refused(Refusal::new(
+                        431,
+                        "headers_too_large",
+                        format!(
+                            "Request Header Fields Too Large: at most {} headers and {} bytes",
+                            limits.max_headers, limits.max_header_bytes
+                        ),
+                    )));
+                }
+            }
+            match tokio::time::timeout_at(deadline, self.fill()).await {
+                Err(_) => return Err(NoHead::Timeout),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(NoHead::Closed),
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// The whole body, `Ok(None)` when the client went away mid-body.
+    async fn read_body(
+        &mut self,
+        head: &Head,
+        limit: usize,
+        timeout: Duration,
+        limits: &HeadLimits,
+    ) -> Result<Option<bytes::Bytes>, Refusal> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let slow = || {
+            Refusal::new(
+                408,
+                "body_timeout",
+                "Request Timeout: the body did not arrive in time",
+            )
+        };
+        match head.framing {
+            Framing::None => Ok(Some(bytes::Bytes::new())),
+            Framing::Length(n) => {
+                // n <= limit, checked before. The buffer grows as the body
+                // arrives: a declared length alone does not reserve memory.
+                let n = n as usize;
+                let have = n.min(self.rbuf.len());
+                let mut body = Vec::with_capacity(n.min(have.max(4 * READ_CHUNK)));
+                body.extend_from_slice(&self.rbuf[..have]);
+                self.rbuf.advance(have);
+                while body.len() < n {
+                    if body.capacity() == body.len() {
+                        body.reserve((n - body.len()).min(body.len().max(4 * READ_CHUNK)));
+                    }
+                    let want = (n - body.len()).min(body.capacity() - body.len());
+                    let mut limited = (&mut self.stream).take(want as u64);
+                    match tokio::time::timeout_at(deadline, limited.read_buf(&mut body)).await {
+                        Err(_) => return Err(slow()),
+                        Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
+                        Ok(Ok(_)) => {}
+                    }
+                }
+                Ok(Some(bytes::Bytes::from(body)))
+            }
+            Framing::Chunked => {
+                let mut decoder = h1::Chunked::new(limits.max_header_bytes);
+                let mut body = Vec::new();
+                loop {
+                    match decoder.decode(&self.rbuf)? {
+                        h1::Step::Progress { consumed, data } => {
+                            if body.len() + data.len() > limit {
+                                return Err(too_large(limit));
+                            }
+                            body.extend_from_slice(&self.rbuf[data]);
+                            self.rbuf.advance(consumed);
+                        }
+                        h1::Step::Done { consumed } => {
+                            self.rbuf.advance(consumed);
+                            return Ok(Some(bytes::Bytes::from(body)));
+                        }
+                        h1::Step::More => {
+                            match tokio::time::timeout_at(deadline, self.fill()).await {
+                                Err(_) => return Err(slow()),
+                                Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
+                                Ok(Ok(_)) => {}
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Write a response; `Ok(true)` when the connection may serve another.
+    async fn write_response(
+        &mut self,
+        mut resp: HttpResponse,
+        minor: u8,
+        head_only: bool,
+        keep_alive: bool,
+        write_cap: usize,
+    ) -> std::io::Result<bool> {
+        self.wbuf.clear();
+        let Some(mut rest) = resp.stream.take() else {
+            h1::write_head(
+                &mut self.wbuf,
+                minor,
+                resp.status,
+                &resp.headers,
+                BodyFraming::Length(resp.body.len()),
+                keep_alive,
+            );
+            if head_only {
+                send(&mut self.stream, &[&self.wbuf]).await?;
+            } else if self.wbuf.len() + resp.body.len() <= write_cap {
+                // Head and body in one write (one segment burst).
+                self.wbuf.extend_from_slice(&resp.body);
+                send(&mut self.stream, &[&self.wbuf]).await?;
+            } else {
+                send(&mut self.stream, &[&self.wbuf, &resp.body]).await?;
+            }
+            return Ok(keep_alive);
+        };
+        // A stream: chunked framing (an HTTP/1.0 client reads to the close),
+        // each part written and flushed as it comes.
+        let chunked = minor >= 1;
+        let keep_alive = keep_alive && chunked;
+        let framing = if chunked {
+            BodyFraming::Chunked
+        } else {
+            BodyFraming::UntilClose
+        };
+        h1::write_head(
+            &mut self.wbuf,
+            minor,
+            resp.status,
+            &resp.headers,
+            framing,
+            keep_alive,
+        );
+        let mut part = resp.body;
+        loop {
+            if !part.is_empty() {
+                if chunked {
+                    let mut size = [0u8; 16];
+                    let n = hex(part.len(), &mut size);
+                    self.wbuf.extend_from_slice(&size[..n]);
+                    self.wbuf.extend_from_slice(b"\r\n");
+                    self.wbuf.extend_from_slice(&part);
+                    self.wbuf.extend_from_slice(b"\r\n");
+                } else {
+                    self.wbuf.extend_from_slice(&part);
+                }
+            }
+            if !self.wbuf.is_empty() {
+                send(&mut self.stream, &[&self.wbuf]).await?;
+                self.wbuf.clear();
+            }
+            match rest.recv().await {
+                Some(next) => part = next,
+                None => break,
+            }
+        }
+        if chunked {
+            send(&mut self.stream, &[b"0\r\n\r\n"]).await?;
+        }
+        Ok(keep_alive)
+    }
+
+    /// Answer a request the transport refused (with the JSON-RPC error body),
+    /// log it like any other, and close the connection (lingering).
+    async fn refuse(
+        &mut self,
+        head: Option<&Head>,
+        r: Refusal,
+        started: Instant,
+        write_cap: usize,
+    ) {
+        let correlation = new_correlation_id();
+        let err = RpcError::new(r.status, code::INVALID_REQUEST, r.message);
+        let resp = HttpResponse::json(r.status, &err.to_body(None))
+            .with_header("x-correlation-id", correlation.clone());
+        let minor = head.map_or(1, |h| h.minor);
+        let head_only = head.is_some_and(|h| h.method == "HEAD");
+        let written = self
+            .write_response(resp, minor, head_only, false, write_cap)
+            .await;
+        self.ingress.log_transport(
+            head.map_or("-", |h| h.method.as_str()),
+            head.map(|h| h.path.as_str()),
+            r.status,
+            r.outcome,
+            started,
+            &correlation,
+        );
+        if written.is_ok() {
+            self.linger(LINGER_TIME).await;
+        }
+    }
+
+    /// Over a connection limit: answer at once (503 for the global limit,
+    /// 429 for the per-client one, `Retry-After: 1`) and close.
+    async fn refuse_connection(&mut self, full: Full) {
+        let started = Instant::now();
+        let (status, outcome, message) = match full {
+            Full::Global(n) => (
+                503,
+                "connection_limit",
+                format!("Service Unavailable: the gateway has {n} connections open; retry later"),
+            ),
+            Full::PerClient(n) => (
+                429,
+                "client_connection_limit",
+                format!("Too Many Requests: this client has {n} connections open; reuse them or retry later"),
+            ),
+        };
+        crate::metrics::connection_closed(outcome);
+        let correlation = new_correlation_id();
+        let err = RpcError::new(status, code::INVALID_REQUEST, message);
+        let resp = HttpResponse::json(status, &err.to_body(None))
+            .with_header("retry-after", "1")
+            .with_header("x-correlation-id", correlation.clone());
+        let written = self.write_response(resp, 1, false, false, 1 << 14).await;
+        self.ingress
+            .log_transport("-", None, status, outcome, started, &correlation);
+        if written.is_ok() {
+            self.linger(REFUSED_LINGER_TIME).await;
+        }
+    }
+
+    /// Lingering close, as nginx does: send the answer's FIN, then keep
+    /// reading and discarding what the client still sends (the rest of a
+    /// body it is writing) for up to `time` and [`LINGER_BYTES`], so the
+    /// client reads the answer instead of a reset; then close.
+    async fn linger(&mut self, time: Duration) {
+        let _ = self.stream.flush().await;
+        let _ = AsyncWriteExt::shutdown(&mut self.stream).await;
+        let deadline = tokio::time::Instant::now() + time;
+        self.rbuf.clear();
+        let mut drained = 0usize;
+        while drained <= LINGER_BYTES {
+            if self.rbuf.capacity() < 1024 {
+                self.rbuf.reserve(READ_CHUNK);
+            }
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
+                Ok(Ok(n)) if n > 0 => {
+                    drained += n;
+                    self.rbuf.clear();
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+impl Ingress {
+    /// The access-log line and `aap_requests_total` for an answer the
+    /// transport gave (the gateway's own answers are logged in `handle`).
+    fn log_transport(
+        &self,
+        method: &str,
+        path: Option<&str>,
+        status: u16,
+        outcome: &str,
+        started: Instant,
+        correlation: &str,
+    ) {
+        let rt = self.gateway.runtime();
+        let tenant = path
+            .and_then(|p| {
+                rt.endpoints
+                    .get(p)
+                    .map(|e| e.tenant.as_str())
+                    .or_else(|| rt.relays.get(p).map(|m| m.tenant.as_str()))
+            })
+            .unwrap_or("-");
+        let out = crate::mcp::server::Outcome {
+            outcome: outcome.to_owned(),
+            ..Default::default()
+        };
+        crate::metrics::record(tenant, &out, status, started.elapsed().as_secs_f64());
+        crate::access::log(&crate::access::AccessRecord {
+            correlation_id: correlation,
+            tenant,
+            binding: "mcp",
+            mcp_revision: "-",
+            aap_version: crate::aap::schemas::AAP_RELEASE,
+            http_method: method,
+            rpc_method: "-",
+            skill: "-",
+            outcome,
+            status,
+            filled: &[],
+            latency_us: started.elapsed().as_micros() as u64,
+        });
+    }
+}
+
+/// Write `parts` and flush, within [`WRITE_TIMEOUT`]: a client that stops
+/// reading its answer does not hold the connection (and its task) forever.
+async fn send(stream: &mut Stream, parts: &[&[u8]]) -> std::io::Result<()> {
+    let write = async {
+        for part in parts {
+            stream.write_all(part).await?;
+        }
+        stream.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(r) => r,
+        Err(_) => {
+            crate::metrics::connection_closed("write_timeout");
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
+}
+
+fn too_large(limit: usize) -> Refusal {
+    Refusal::new(
+        413,
+        "body_too_large",
+        crate::mcp::server::body_too_large(limit).message,
+    )
+}
+
+fn new_correlation_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// `n` in lowercase hex into `out`; returns the digits written.
+fn hex(mut n: usize, out: &mut [u8; 16]) -> usize {
+    let mut tmp = [0u8; 16];
+    let mut i = 0;
+    loop {
+        tmp[i] = b"0123456789abcdef"[n & 15];
+        i += 1;
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    for (k, b) in tmp[..i].iter().rev().enumerate() {
+        out[k] = *b;
+    }
+    i
+}
