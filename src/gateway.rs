@@ -507,28 +507,58 @@ impl Gateway {
             out.outcome = "no_route".into();
             (None, not_found())
         };
-        let resp = resp.with_header("x-correlation-id", correlation.clone());
-        crate::metrics::record(
-            tenant.unwrap_or("-"),
-            &out,
-            resp.status,
-            started.elapsed().as_secs_f64(),
-        );
-        crate::access::log(&crate::access::AccessRecord {
-            correlation_id: &correlation,
-            tenant: tenant.unwrap_or("-"),
-            binding: "mcp",
-            mcp_revision: out.revision.unwrap_or("-"),
-            aap_version: AAP_RELEASE,
-            http_method: &req.method,
-            rpc_method: out.method.as_deref().unwrap_or("-"),
-            skill: out.skill.unwrap_or("-"),
-            outcome: &out.outcome,
-            status: resp.status,
-            filled: &out.filled,
-            latency_us: started.elapsed().as_micros() as u64,
-        });
-        resp
+        finish(&req, tenant, &out, resp, &correlation, started)
+    }
+
+    /// For a request with `Expect: 100-continue`: the answer to send at
+    /// once, instead of `100 Continue`, when the head alone already decides
+    /// a refusal — unknown path (404), Origin (403), HTTP method (405),
+    /// `Content-Type` (415), `Accept` (406), a missing or invalid token
+    /// (401/403) — checked in the same order as [`Gateway::handle`]. `None`
+    /// means the body is wanted. Rate limits are not applied here (that
+    /// would take a token twice); scope checks that need the tool name wait
+    /// for the body. Logged and counted like any other answer.
+    pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        let started = Instant::now();
+        let rt = self.runtime.load_full();
+        let mut out = Outcome::default();
+        let (tenant, err) = if let Some(ep) = rt.endpoints.get(&req.path) {
+            let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+            let err = match head_auth(auth, req).await {
+                Some(e) => Some(e),
+                None => ep.head_refusal(req),
+            };
+            (ep.tenant.as_str(), err)
+        } else if let Some(m) = rt.relays.get(&req.path) {
+            let err = if !crate::mcp::server::origin_allowed(&m.allowed_origins, req) {
+                Some(crate::mcp::server::origin_refused())
+            } else {
+                let auth = m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+                match head_auth(auth, req).await {
+                    Some(e) => Some(e),
+                    None => m.relay.head_refusal(req),
+                }
+            };
+            (m.tenant.as_str(), err)
+        } else if rt.metadata.contains_key(&req.path) {
+            return None;
+        } else {
+            out.outcome = "no_route".into();
+            let correlation = correlation_id(req);
+            return Some(finish(req, None, &out, not_found(), &correlation, started));
+        };
+        let err = err?;
+        // The outcome names the full pipeline gives the same refusals.
+        out.outcome = match (err.code, err.http_status) {
+            (crate::mcp::jsonrpc::code::UNAUTHORIZED, _) => "unauthorized".into(),
+            (_, 405) => "405".into(),
+            (_, 403) if rt.relays.contains_key(&req.path) => "403".into(),
+            (code, _) => code.to_string(),
+        };
+        let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
+        resp.headers.extend(err.headers.iter().cloned());
+        let correlation = correlation_id(req);
+        Some(finish(req, Some(tenant), &out, resp, &correlation, started))
     }
 
     /// Resolve the new config's peers (asynchronously: a reload never
@@ -784,6 +814,54 @@ async fn admit(
         return Err(r);
     }
     Ok(Admitted { scope, principal })
+}
+
+/// The authentication refusal a request's `Authorization` header alone
+/// decides (no token where one is required, or an invalid one).
+async fn head_auth(auth: Option<&Authenticator>, req: &HttpRequest) -> Option<RpcError> {
+    let auth = auth?;
+    auth.authenticate(
+        req.header_str("authorization"),
+        req.header_count("authorization"),
+    )
+    .await
+    .err()
+    .map(|denial| auth.refusal(&denial))
+}
+
+/// Stamp the correlation id on an answer, count it and write its access
+/// line: every answer of [`Gateway::handle`] and
+/// [`Gateway::answer_before_body`] ends here.
+fn finish(
+    req: &HttpRequest,
+    tenant: Option<&str>,
+    out: &Outcome,
+    resp: HttpResponse,
+    correlation: &str,
+    started: Instant,
+) -> HttpResponse {
+    let resp = resp.with_header("x-correlation-id", correlation.to_owned());
+    crate::metrics::record(
+        tenant.unwrap_or("-"),
+        out,
+        resp.status,
+        started.elapsed().as_secs_f64(),
+    );
+    crate::access::log(&crate::access::AccessRecord {
+        correlation_id: correlation,
+        tenant: tenant.unwrap_or("-"),
+        binding: "mcp",
+        mcp_revision: out.revision.unwrap_or("-"),
+        aap_version: AAP_RELEASE,
+        http_method: &req.method,
+        rpc_method: out.method.as_deref().unwrap_or("-"),
+        skill: out.skill.unwrap_or("-"),
+        outcome: &out.outcome,
+        status: resp.status,
+        filled: &out.filled,
+        latency_us: started.elapsed().as_micros() as u64,
+    });
+    resp
 }
 
 /// Admission, then the tenant's MCP endpoint.

@@ -233,6 +233,121 @@ fn expect_100_continue_gets_100_or_the_final_status_at_once() {
     assert_refused(&mut c, 417, "unknown expectation");
 }
 
+/// With `Expect: 100-continue`, a refusal the head alone decides is the
+/// final answer at once (no 100, no body needed), logged like any other.
+#[test]
+fn expect_100_continue_gets_a_head_decided_refusal_at_once() {
+    let jwks = repo().join("tests/keys/jwks.json");
+    let auth = format!(
+        "[tenants.auth]\nmode = \"required\"\nresource = \"https://gw.test/aap/3.0.0/demo-toyota/mcp\"\nissuer = \"https://issuer.test\"\nauthorization_servers = [\"https://issuer.test\"]\njwks_file = {jwks:?}\n"
+    );
+    let open = Gateway::start();
+    let locked = Gateway::start_with(&config_with(&auth, "", ""));
+    let body = list_body(9);
+    let ask = |gw: &Gateway, line: &str, extra: &str| {
+        let mut c = Client::connect(gw.port);
+        c.send(format!("{line} HTTP/1.1\r\nHost: x\r\n{extra}Expect: 100-continue\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+        // Well under the second a client waits before sending the body anyway.
+        c.s.set_read_timeout(Some(Duration::from_millis(900)))
+            .unwrap();
+        c
+    };
+    let json_ct = "Content-Type: application/json\r\n";
+    for (gw, line, extra, status, what) in [
+        (
+            &open,
+            "POST /nowhere".to_owned(),
+            json_ct.to_owned(),
+            404,
+            "unknown path",
+        ),
+        (
+            &open,
+            format!("POST {ENDPOINT}"),
+            "Content-Type: text/plain\r\n".to_owned(),
+            415,
+            "content type",
+        ),
+        (
+            &open,
+            format!("POST {ENDPOINT}"),
+            format!("{json_ct}Accept: text/html\r\n"),
+            406,
+            "accept",
+        ),
+        (
+            &open,
+            format!("POST {ENDPOINT}"),
+            format!("{json_ct}Origin: https://evil.example\r\n"),
+            403,
+            "origin",
+        ),
+        (
+            &open,
+            format!("PUT {ENDPOINT}"),
+            json_ct.to_owned(),
+            405,
+            "method",
+        ),
+        (
+            &locked,
+            format!("POST {ENDPOINT}"),
+            json_ct.to_owned(),
+            401,
+            "no token",
+        ),
+        (
+            &locked,
+            format!("POST {ENDPOINT}"),
+            format!("{json_ct}Authorization: Bearer not.a.jwt\r\n"),
+            401,
+            "bad token",
+        ),
+    ] {
+        let mut c = ask(gw, &line, &extra);
+        let r = c
+            .response()
+            .unwrap_or_else(|| panic!("{what}: no answer before the body"));
+        assert_eq!(r.status, status, "{what}: {}", r.text());
+        if status != 404 {
+            assert!(r.json()["error"]["code"].is_i64(), "{what}: {}", r.text());
+        }
+        if status == 401 {
+            assert!(
+                r.header("www-authenticate")
+                    .is_some_and(|h| h.starts_with("Bearer")),
+                "{what}: challenge"
+            );
+        }
+        assert_eq!(
+            r.header("connection")
+                .map(str::to_ascii_lowercase)
+                .as_deref(),
+            Some("close"),
+            "{what}"
+        );
+    }
+    // A request the head does not refuse still gets 100 and its answer.
+    let mut c = ask(&open, &format!("POST {ENDPOINT}"), json_ct);
+    assert_eq!(c.response().expect("100 Continue").status, 100);
+    c.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.send(body.as_bytes());
+    assert_eq!(c.response().unwrap().status, 200);
+    // Each early answer was logged with its status, like any other.
+    let access: Vec<Value> = open
+        .logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "access")
+        .collect();
+    for status in [404, 415, 406, 403, 405] {
+        assert!(
+            access.iter().any(|v| v["fields"]["status"] == status),
+            "no access line with status {status}: {access:?}"
+        );
+    }
+}
+
 #[test]
 fn host_target_and_version_rules() {
     let gw = Gateway::start();

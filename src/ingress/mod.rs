@@ -200,14 +200,33 @@ impl Conn<'_> {
             }
             // 100 Continue only once the request passed every check made
             // before its body, and only if the body has not started arriving.
-            if head.expect_continue
-                && head.framing != Framing::None
-                && self.rbuf.is_empty()
-                && send(&mut self.stream, &[b"HTTP/1.1 100 Continue\r\n\r\n"])
+            // A refusal its head alone decides (404, 403, 405, 415, 406,
+            // 401) is the final answer at once instead; the connection then
+            // closes (lingering), since the client may send the body anyway.
+            if head.expect_continue && head.framing != Framing::None && self.rbuf.is_empty() {
+                let head_req = HttpRequest {
+                    method: head.method.clone(),
+                    path: head.path.clone(),
+                    query: head.query.clone(),
+                    headers: head.headers.clone(),
+                    body: bytes::Bytes::new(),
+                    peer_ip: self.peer,
+                };
+                if let Some(resp) = self.ingress.gateway.answer_before_body(&head_req).await {
+                    if let Ok(false) = self
+                        .write_response(resp, head.minor, false, false, write_cap)
+                        .await
+                    {
+                        self.linger(LINGER_TIME).await;
+                    }
+                    return;
+                }
+                if send(&mut self.stream, &[b"HTTP/1.1 100 Continue\r\n\r\n"])
                     .await
                     .is_err()
-            {
-                return;
+                {
+                    return;
+                }
             }
             let body = match self
                 .read_body(&head, io.max_body, io.body_timeout, &head_limits)
@@ -501,7 +520,15 @@ impl Conn<'_> {
         };
         crate::metrics::connection_closed(outcome);
         let correlation = new_correlation_id();
-        let err = RpcError::new(status, code::INVALID_REQUEST, message);
+        // 429 is throttling (the gateway's -32013, as for request budgets);
+        // 503 a full gateway.
+        let mut err = match status {
+            429 => RpcError::new(status, code::RATE_LIMITED, message),
+            _ => RpcError::new(status, code::INVALID_REQUEST, message),
+        };
+        if status == 429 {
+            err.data = Some(Box::new(serde_json::json!({"retry_after_ms": 1000})));
+        }
         let resp = HttpResponse::json(status, &err.to_body(None))
             .with_header("retry-after", "1")
             .with_header("x-correlation-id", correlation.clone());

@@ -181,6 +181,37 @@ impl Endpoint {
         resp
     }
 
+    /// The refusal that the request's head alone decides, in the order
+    /// [`Endpoint::handle`] checks it: Origin (403), HTTP method (405),
+    /// then for a POST `Content-Type` (415) and `Accept` (406). Used for
+    /// `Expect: 100-continue`, where the answer must come before the body.
+    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
+        if !origin_allowed(&self.allowed_origins, req) {
+            return Some(origin_refused());
+        }
+        match req.method.as_str() {
+            "POST" => {
+                media::check_post(req.header_str("content-type"), req.header_str("accept")).err()
+            }
+            "DELETE" if self.sessions.is_some() => None,
+            _ => Some(self.method_not_allowed()),
+        }
+    }
+
+    fn method_not_allowed(&self) -> RpcError {
+        let mut err = RpcError::new(
+            405,
+            code::INVALID_REQUEST,
+            format!(
+                "Method Not Allowed: this MCP endpoint accepts {}",
+                self.allow_methods()
+            ),
+        );
+        err.headers
+            .push(("allow".into(), self.allow_methods().into()));
+        err
+    }
+
     /// Serve one HTTP request addressed to this endpoint.
     pub async fn handle(
         &self,
@@ -195,17 +226,13 @@ impl Endpoint {
             "POST" => self.post(req, caller, out).await,
             "DELETE" if self.sessions.is_some() => self.delete(req, out),
             _ => {
-                out.outcome = "405".into();
-                let err = RpcError::new(
-                    405,
-                    code::INVALID_REQUEST,
-                    format!(
-                        "Method Not Allowed: this MCP endpoint accepts {}",
-                        self.allow_methods()
-                    ),
+                let resp = self.error_response(
+                    &self.method_not_allowed(),
+                    self.early_id(req).as_ref(),
+                    out,
                 );
-                HttpResponse::json(405, &err.to_body(self.early_id(req).as_ref()))
-                    .with_header("allow", self.allow_methods())
+                out.outcome = "405".into();
+                resp
             }
         }
     }

@@ -127,6 +127,19 @@ impl Relay {
             .remove(id);
     }
 
+    /// The refusal that the request's head alone decides after Origin and
+    /// admission, in the order [`Relay::handle`] checks it: HTTP method
+    /// (405), then for a POST `Content-Type` (415) and `Accept` (406).
+    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
+        match req.method.as_str() {
+            "POST" => {
+                media::check_post(req.header_str("content-type"), req.header_str("accept")).err()
+            }
+            "GET" | "DELETE" => None,
+            _ => Some(method_not_allowed()),
+        }
+    }
+
     /// Relay one request (Origin, auth and limits are already checked).
     pub async fn handle(&self, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
         match self.relay(req, out).await {
@@ -189,13 +202,10 @@ impl Relay {
             "GET" | "DELETE" => {}
             _ => {
                 out.outcome = "405".into();
-                let err = RpcError::new(
-                    405,
-                    code::INVALID_REQUEST,
-                    "Method Not Allowed: this MCP endpoint accepts POST, GET and DELETE",
-                );
-                return Ok(HttpResponse::json(405, &err.to_body(None))
-                    .with_header("allow", "POST, GET, DELETE"));
+                let err = method_not_allowed();
+                let mut resp = HttpResponse::json(405, &err.to_body(None));
+                resp.headers.extend(err.headers);
+                return Ok(resp);
             }
         }
         let mut headers: Vec<(&'static str, String)> = added;
@@ -358,6 +368,17 @@ fn upstream_error(e: &BackendError) -> RpcError {
             )
         }
     }
+}
+
+fn method_not_allowed() -> RpcError {
+    let mut err = RpcError::new(
+        405,
+        code::INVALID_REQUEST,
+        "Method Not Allowed: this MCP endpoint accepts POST, GET and DELETE",
+    );
+    err.headers
+        .push(("allow".into(), "POST, GET, DELETE".into()));
+    err
 }
 
 #[cfg(test)]
