@@ -341,20 +341,7 @@ fn upgrade_under_lead_load_loses_and_duplicates_nothing() {
             });
         }
         std::thread::sleep(Duration::from_millis(800));
-        let child = Command::new(BIN)
-            .arg("--config")
-            .arg(&gw.config)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", gw.port))
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{}", gw.admin))
-            .arg("--state-dir")
-            .arg(&gw.state)
-            .arg("--upgrade")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&new_log).unwrap())
-            .spawn()
-            .unwrap();
+        let child = gw.spawn_upgrade(&new_log);
         new_child = Some(child);
         std::thread::sleep(Duration::from_millis(700));
         assert!(Command::new("kill")
@@ -392,69 +379,6 @@ fn upgrade_under_lead_load_loses_and_duplicates_nothing() {
 }
 
 // ---- 2. instances killed mid-load on shared Redis state ---------------------------------------
-
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--bind",
-                "127.0.0.1",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (scripts/setup.sh installs it)");
-        let mut redis = Redis { child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        redis.child.kill().ok();
-        redis.child.wait().ok();
-        panic!("redis did not start");
-    }
-
-    /// Every element of the list `key`.
-    fn list(&self, key: &str) -> Vec<Value> {
-        let out = Command::new("redis-cli")
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "--raw",
-                "LRANGE",
-                key,
-                "0",
-                "-1",
-            ])
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Sink {

@@ -3,50 +3,7 @@
 mod common;
 use common::*;
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--bind",
-                "127.0.0.1",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (scripts/setup.sh installs it)");
-        let mut redis = Redis { child, port };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return redis;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        redis.child.kill().ok();
-        redis.child.wait().ok();
-        panic!("redis did not start");
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
 
 fn list(gw: &Gateway) -> Resp {
     gw.rpc(&[], &modern("tools/list", json!({})))

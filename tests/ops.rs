@@ -484,20 +484,7 @@ fn upgrade_hands_the_sockets_over_with_zero_failures() {
             });
         }
         std::thread::sleep(Duration::from_millis(500));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
-            .arg("--config")
-            .arg(&gw.config)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{}", gw.port))
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{}", gw.admin))
-            .arg("--state-dir")
-            .arg(&gw.state)
-            .arg("--upgrade")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&new_log).unwrap())
-            .spawn()
-            .unwrap();
+        let child = gw.spawn_upgrade(&new_log);
         let new_pid = child.id();
         new_child = Some(child);
         // Let the new process reach the point where it waits for the sockets.

@@ -166,6 +166,26 @@ impl Gateway {
         panic!("gateway did not become ready; log:\n{}", self.logs());
     }
 
+    /// Start a second process with `--upgrade` on this gateway's config,
+    /// ports and state (Pingora's graceful upgrade takes over the sockets
+    /// once the old process gets SIGQUIT); its stderr goes to `log`.
+    pub fn spawn_upgrade(&self, log: &Path) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--admin-listen")
+            .arg(format!("127.0.0.1:{}", self.admin))
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--upgrade")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -726,4 +746,68 @@ pub fn read_rest(s: &mut TcpStream, got: &mut Vec<u8>) -> String {
         }
     }
     String::from_utf8_lossy(got).into_owned()
+}
+
+/// A throwaway `redis-server` on a free loopback port, killed on drop.
+pub struct Redis {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let port = free_port();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/setup.sh installs it)");
+        let mut redis = Redis { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return redis;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        redis.child.kill().ok();
+        redis.child.wait().ok();
+        panic!("redis did not start");
+    }
+
+    /// Every element of the list `key`.
+    pub fn list(&self, key: &str) -> Vec<serde_json::Value> {
+        let out = std::process::Command::new("redis-cli")
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "--raw",
+                "LRANGE",
+                key,
+                "0",
+                "-1",
+            ])
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
 }
