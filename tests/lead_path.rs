@@ -644,7 +644,7 @@ fn crash_rounds(sink: Sink) {
             b.admin,
             "POST",
             &format!("/idempotency/resolve?{query}"),
-            &[],
+            &[("Authorization", ADMIN_AUTH)],
             b"",
         );
         assert_eq!(resp.status, 200, "{}", resp.text());
@@ -822,7 +822,7 @@ fn outcome_unknown_payloads_are_consistent() {
             gw.admin,
             "POST",
             &format!("/idempotency/resolve?{q}"),
-            &[],
+            &[("Authorization", ADMIN_AUTH)],
             b"",
         );
         assert_eq!(resp.status, 400, "{q}: {}", resp.text());
@@ -831,7 +831,7 @@ fn outcome_unknown_payloads_are_consistent() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&release=true"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(
@@ -918,7 +918,7 @@ fn a_timed_out_lead_is_settled_by_the_operator() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&lead_id=lead_from_the_crm"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -945,7 +945,7 @@ fn a_timed_out_lead_is_settled_by_the_operator() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&release=true"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(resp.status, 200, "{}", resp.text());
