@@ -629,6 +629,7 @@ pub fn forwarding_config(backend: &str) -> String {
 listen = "127.0.0.1:8080"
 admin_listen = "127.0.0.1:9090"
 threads = 2
+admin_token_env = "AAP_ADMIN_TOKEN"
 
 [state]
 dir = "var"
