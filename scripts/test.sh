@@ -13,6 +13,8 @@ echo "== cargo clippy (release profile, all targets)"
 cargo clippy --release --all-targets -- -D warnings
 echo "== cargo build --release"
 cargo build --release
+echo "== Kubernetes manifests: kubernetes-validate (PyPI) and probe/port consistency with the ConfigMap"
+bash scripts/k8s-validate.sh
 echo "== upstream peers (PyPI mcp 2.3.0, npm sdk 1.32.2, a2a-sdk): install and self-test"
 bash tests/upstreams/setup.sh
 bash tests/upstreams/selftest.sh

@@ -43,7 +43,57 @@ pub struct ServerConfig {
     /// segment burst) instead of two.
     #[serde(default = "default_write_buffer_bytes")]
     pub write_buffer_bytes: usize,
+    /// The token the admin listener's mutating endpoints (`POST /reload`,
+    /// `POST /idempotency/resolve`, any other non-GET) require, written in
+    /// the config; or read from a file (`admin_token_file`) or an
+    /// environment variable (`admin_token_env`). At most one of the three.
+    #[serde(default)]
+    pub admin_token: Option<Secret>,
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub admin_token_env: Option<String>,
+    /// After SIGTERM: seconds the listeners keep serving while `/readyz`
+    /// answers 503 (so a load balancer stops sending), before they close.
+    #[serde(default)]
+    pub shutdown_drain_secs: u64,
+    /// After the listeners close: seconds requests in flight get to finish.
+    #[serde(default = "default_shutdown_grace")]
+    pub shutdown_grace_secs: u64,
+    /// The admin token from whichever source is configured, read when the
+    /// config is loaded (and again on every reload, so a rotated file is
+    /// picked up). `None`: the mutating admin endpoints are locked (403).
+    #[serde(skip)]
+    pub admin_secret: Option<Secret>,
 }
+
+/// A secret from the configuration, or from a file or an environment
+/// variable it names. `Debug` never prints it; [`Secret::expose`] is the
+/// only way to the value.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// Shortest admin token accepted (a guessable token is no lock).
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+/// Largest accepted `server.shutdown_drain_secs` and `server.shutdown_grace_secs`.
+pub const MAX_SHUTDOWN_SECS: u64 = 600;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -385,6 +435,10 @@ fn default_write_buffer_bytes() -> usize {
     DEFAULT_WRITE_BUFFER_BYTES
 }
 
+fn default_shutdown_grace() -> u64 {
+    5
+}
+
 fn default_threads() -> usize {
     2
 }
@@ -437,7 +491,7 @@ impl Config {
         let file = path.display().to_string();
         let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
             file: file.clone(),
-            problem: e.to_string().trim_end().to_string(),
+            problem: toml_problem(&e, text),
         })?;
         cfg.source = path.to_path_buf();
         cfg.base_dir = path
@@ -445,7 +499,12 @@ impl Config {
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."));
-        cfg.validate()
+        cfg.validate().map_err(|problem| ConfigError {
+            file: file.clone(),
+            problem,
+        })?;
+        cfg.server.admin_secret = cfg
+            .read_admin_token()
             .map_err(|problem| ConfigError { file, problem })?;
         Ok(cfg)
     }
@@ -457,6 +516,65 @@ impl Config {
         } else {
             self.base_dir.join(p)
         }
+    }
+
+    /// The admin token from `server.admin_token`, `admin_token_file` or
+    /// `admin_token_env`. A named variable that is unset or empty gives
+    /// `None` (the mutating admin endpoints stay locked, and say how to
+    /// unlock them); a named file that cannot be read is an error. Errors
+    /// never contain the token.
+    fn read_admin_token(&self) -> Result<Option<Secret>, String> {
+        let s = &self.server;
+        let sources = [
+            s.admin_token.is_some(),
+            s.admin_token_file.is_some(),
+            s.admin_token_env.is_some(),
+        ];
+        if sources.iter().filter(|set| **set).count() > 1 {
+            return Err("server.admin_token, server.admin_token_file, server.admin_token_env: set at most one".into());
+        }
+        let (key, value) = if let Some(t) = &s.admin_token {
+            ("server.admin_token", t.expose().to_owned())
+        } else if let Some(f) = &s.admin_token_file {
+            let path = self.resolve(f);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "server.admin_token_file: cannot read {}: {e}",
+                    path.display()
+                )
+            })?;
+            // A trailing newline (echo, editors, Kubernetes secrets made
+            // from files) is not part of the token.
+            ("server.admin_token_file", text.trim().to_owned())
+        } else if let Some(var) = &s.admin_token_env {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                return Err(
+                    "server.admin_token_env: must be the name of an environment variable".into(),
+                );
+            }
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => ("server.admin_token_env", v.trim().to_owned()),
+                Ok(_) | Err(std::env::VarError::NotPresent) => return Ok(None),
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!(
+                        "server.admin_token_env: the variable {var} is not valid UTF-8"
+                    ))
+                }
+            }
+        } else {
+            return Ok(None);
+        };
+        if value.chars().count() < MIN_ADMIN_TOKEN_CHARS {
+            return Err(format!(
+                "{key}: the admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters"
+            ));
+        }
+        if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "{key}: the admin token must not contain spaces or control characters (it is sent as `Authorization: Bearer <token>`)"
+            ));
+        }
+        Ok(Some(Secret(value)))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -474,6 +592,20 @@ impl Config {
                         self.resolve(p).display()
                     ));
                 }
+            }
+        }
+        for (k, v) in [
+            (
+                "server.shutdown_drain_secs",
+                self.server.shutdown_drain_secs,
+            ),
+            (
+                "server.shutdown_grace_secs",
+                self.server.shutdown_grace_secs,
+            ),
+        ] {
+            if v > MAX_SHUTDOWN_SECS {
+                return Err(format!("{k}: must be between 0 and {MAX_SHUTDOWN_SECS}"));
             }
         }
         if self.server.threads == 0 || self.server.threads > 256 {
@@ -723,6 +855,31 @@ impl Config {
     }
 }
 
+/// A TOML error as `<problem>`, without the quoted source line when that
+/// line holds a secret (the token itself must not reach a log).
+fn toml_problem(e: &toml::de::Error, text: &str) -> String {
+    let full = e.to_string().trim_end().to_string();
+    let Some(span) = e.span() else {
+        return full;
+    };
+    let Some(before) = text.get(..span.start) else {
+        return full;
+    };
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key = line.trim_start().split(['=', ' ']).next().unwrap_or("");
+    const SECRET_KEYS: &[&str] = &["admin_token", "bearer_token", "cursor_secret", "redis_url"];
+    if SECRET_KEYS.contains(&key) {
+        let line_no = before.matches('\n').count() + 1;
+        // The message may quote the value too (serde's "invalid type: ...").
+        format!(
+            "TOML parse error at line {line_no}: {key} must be a quoted string (the line is not shown: it holds a secret)"
+        )
+    } else {
+        full
+    }
+}
+
 fn check_addr(key: &str, v: &str) -> Result<(), String> {
     v.parse::<std::net::SocketAddr>()
         .map(|_| ())
@@ -742,6 +899,48 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/nonexistent/gw.toml"))
+    }
+
+    #[test]
+    fn the_admin_token_is_never_in_debug_output_or_errors() {
+        let head = "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n";
+        let tail = "[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\nkind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\n";
+        let ok = parse(&format!(
+            "{head}admin_token = \"s3cret-admin-token-xyz\"\n{tail}"
+        ))
+        .unwrap();
+        assert_eq!(
+            ok.server.admin_secret.as_ref().map(Secret::expose),
+            Some("s3cret-admin-token-xyz")
+        );
+        let debug = format!("{ok:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("[redacted]"));
+        for bad in [
+            "admin_token = \"s3cret\"\n",
+            "admin_token = \"s3cret with spaces inside\"\n",
+            "admin_token = 12345678901234567890123\n",
+            "admin_token = \"s3cret-unterminated\n",
+        ] {
+            let e = parse(&format!("{head}{bad}{tail}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("admin_token"), "{e}");
+            assert!(!e.contains("s3cret") && !e.contains("1234567890123"), "{e}");
+        }
+        // An unset variable locks the endpoints (no error); no source: the same.
+        let unset = parse(&format!(
+            "{head}admin_token_env = \"AAP_TEST_SURELY_UNSET_VARIABLE\"\n{tail}"
+        ))
+        .unwrap();
+        assert!(unset.server.admin_secret.is_none());
+        assert!(parse(&format!("{head}{tail}"))
+            .unwrap()
+            .server
+            .admin_secret
+            .is_none());
+        let e = parse(&format!("{head}shutdown_drain_secs = 601\n{tail}")).unwrap_err();
+        assert!(e.to_string().contains("server.shutdown_drain_secs"), "{e}");
     }
 
     #[test]

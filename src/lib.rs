@@ -5,8 +5,8 @@
 //! `state` (idempotency and limits), `json` (fast strict reading of
 //! upstream answers), `config`, `gateway` (runtime and
 //! routing), `access` (the per-request log line), `ingress` (the public
-//! listener's connections and HTTP/1.1) and `proxy` (admin listener and
-//! pass-through on Pingora's HTTP stack).
+//! listener's connections and HTTP/1.1), `proxy` (admin listener and
+//! pass-through on Pingora's HTTP stack) and `shutdown` (drain, then close).
 
 pub mod aap;
 pub mod access;
@@ -19,6 +19,7 @@ pub mod json;
 pub mod mcp;
 pub mod metrics;
 pub mod proxy;
+pub mod shutdown;
 pub mod state;
 pub mod tls;
 pub mod upstream;

@@ -198,6 +198,14 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
     let threads = cfg.server.threads;
+    let drain = std::time::Duration::from_secs(cfg.server.shutdown_drain_secs);
+    let grace = cfg.server.shutdown_grace_secs;
+    if cfg.server.admin_secret.is_none() {
+        tracing::warn!(
+            admin_token_env = cfg.server.admin_token_env.as_deref().unwrap_or("-"),
+            "no admin token: POST /reload and POST /idempotency/resolve answer 403 (set server.admin_token_file, server.admin_token_env or server.admin_token); SIGHUP still reloads"
+        );
+    }
     let tls = cfg.server.tls.as_ref().map(|t| {
         (
             cfg.resolve(&t.cert_file).display().to_string(),
@@ -261,8 +269,12 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
             .join("aap-gateway-upgrade.sock")
             .display()
             .to_string(),
-        grace_period_seconds: Some(5),
-        graceful_shutdown_timeout_seconds: Some(10),
+        // After SIGTERM and the drain delay (`aap_gateway::shutdown`) the
+        // listeners close and requests in flight get the grace period; then
+        // the runtimes stop, waiting a little more for blocking work (a lead
+        // file append being fsync'd).
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(BLOCKING_WORK_SECS),
         ..Default::default()
     };
     let opt = pingora::server::configuration::Opt {
@@ -308,8 +320,16 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     server.add_service(ingress);
     server.add_service(admin);
     tracing::info!(listen = %listen, admin_listen = %admin_listen, "aap-gateway started");
-    server.run_forever()
+    server.run(pingora::server::RunArgs {
+        shutdown_signal: Box::new(aap_gateway::shutdown::DrainingSignals { drain }),
+    });
+    // As `run_forever` does: exit without running destructors.
+    std::process::exit(0)
 }
+
+/// Seconds the runtimes get, after the grace period, for blocking work still
+/// running; a graceful stop takes at most drain + grace + this.
+const BLOCKING_WORK_SECS: u64 = 2;
 
 /// Pingora binds each service's listeners on that service's own thread and
 /// panics there if the bind fails ("Failed to build listeners"), leaving the

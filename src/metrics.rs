@@ -237,3 +237,14 @@ pub static TLS_RELOADS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["result"],
     )
 });
+
+/// Refused requests on the admin listener by reason (`missing_token`,
+/// `wrong_token`, `not_configured`); see `crate::proxy::Admin`.
+pub static ADMIN_REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    counter(
+        &METRICS.registry,
+        "aap_admin_refusals_total",
+        "Mutating admin requests refused, by reason",
+        &["reason"],
+    )
+});

@@ -107,6 +107,17 @@ impl ProxyHttp for Admin {
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> Result<bool> {
         let path = session.req_header().uri.path().to_owned();
         let method = session.req_header().method.as_str().to_owned();
+        // Reading is open (/healthz, /readyz, /metrics); anything else
+        // (POST /reload, POST /idempotency/resolve and whatever is added
+        // later) needs the admin token.
+        if !matches!(method.as_str(), "GET" | "HEAD") {
+            let rt = self.gateway.runtime();
+            let presented = bearer(session.req_header());
+            if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {
+                write(session, refusal).await?;
+                return Ok(true);
+            }
+        }
         if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
             let tls = self.tls.as_ref().map(|t| t.reload("admin"));
             let mut resp = match self.gateway.reload_from_source().await {
@@ -143,6 +154,14 @@ impl ProxyHttp for Admin {
         }
         let rt = self.gateway.runtime();
         let resp = match path.as_str() {
+            "/readyz" if crate::shutdown::draining() => HttpResponse::json(
+                503,
+                &serde_json::json!({
+                    "status": "draining",
+                    "reason": "shutting down: stop sending; the listeners close after server.shutdown_drain_secs",
+                    "pid": std::process::id(),
+                }),
+            ),
             "/metrics" => {
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
@@ -171,6 +190,100 @@ impl ProxyHttp for Admin {
         };
         write(session, resp).await?;
         Ok(true)
+    }
+}
+
+/// What the request presents as `Authorization: Bearer <token>`:
+/// `Ok(None)` when there is no such header, `Err(())` when it is malformed
+/// (another scheme, several `Authorization` headers, not text).
+fn bearer(req: &pingora::http::RequestHeader) -> std::result::Result<Option<&str>, ()> {
+    let mut all = req.headers.get_all("authorization").iter();
+    let Some(value) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err(());
+    }
+    let value = value.to_str().map_err(|_| ())?;
+    let (scheme, token) = value.trim().split_once(' ').ok_or(())?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(());
+    }
+    Ok(Some(token.trim()))
+}
+
+/// Whether a mutating admin request may go on: 403 when no admin token is
+/// configured (saying how to configure one), 401 when the request's token
+/// is missing or wrong. The token is compared in constant time (SHA-256 of
+/// both sides, compared with `subtle`, so neither the content nor the length
+/// of the expected token shows in the timing) and never logged or echoed.
+fn authorize(
+    server: &crate::config::ServerConfig,
+    presented: std::result::Result<Option<&str>, ()>,
+    method: &str,
+    path: &str,
+) -> std::result::Result<(), HttpResponse> {
+    use sha2::{Digest, Sha256};
+    use subtle::ConstantTimeEq;
+    let refuse = |status: u16, reason: &str, message: String| {
+        crate::metrics::ADMIN_REFUSALS
+            .with_label_values(&[reason])
+            .inc();
+        tracing::warn!(method, path, status, reason, "admin request refused");
+        let resp = HttpResponse::json(
+            status,
+            &serde_json::json!({"error": reason, "message": message}),
+        );
+        if status == 401 {
+            resp.with_header("www-authenticate", "Bearer realm=\"aap-gateway admin\"")
+        } else {
+            resp
+        }
+    };
+    let Some(expected) = &server.admin_secret else {
+        let how = match &server.admin_token_env {
+            Some(var) => format!(
+                "the environment variable {var} named by server.admin_token_env is not set (or empty) in the gateway's environment: set it to a token of at least {} characters and restart",
+                crate::config::MIN_ADMIN_TOKEN_CHARS
+            ),
+            None => format!(
+                "no admin token is configured: set server.admin_token_file (a file holding the token), server.admin_token_env (an environment variable holding it) or server.admin_token (at least {} characters), then reload (SIGHUP) or restart",
+                crate::config::MIN_ADMIN_TOKEN_CHARS
+            ),
+        };
+        return Err(refuse(
+            403,
+            "admin_token_not_configured",
+            format!("{method} {path} is locked: {how}; then send `Authorization: Bearer <token>`"),
+        ));
+    };
+    let token = match presented {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            return Err(refuse(
+                401,
+                "missing_token",
+                "this admin endpoint needs `Authorization: Bearer <admin token>`".into(),
+            ))
+        }
+        Err(()) => {
+            return Err(refuse(
+                401,
+                "malformed_authorization",
+                "send exactly one `Authorization: Bearer <admin token>` header".into(),
+            ))
+        }
+    };
+    let want = Sha256::digest(expected.expose().as_bytes());
+    let got = Sha256::digest(token.as_bytes());
+    if bool::from(want.as_slice().ct_eq(got.as_slice())) {
+        Ok(())
+    } else {
+        Err(refuse(
+            401,
+            "wrong_token",
+            "the admin token is not valid".into(),
+        ))
     }
 }
 

@@ -568,7 +568,7 @@ fn crash_rounds(sink: Sink) {
             b.admin,
             "POST",
             &format!("/idempotency/resolve?{query}"),
-            &[],
+            &[("Authorization", ADMIN_AUTH)],
             b"",
         );
         assert_eq!(resp.status, 200, "{}", resp.text());
@@ -746,7 +746,7 @@ fn outcome_unknown_payloads_are_consistent() {
             gw.admin,
             "POST",
             &format!("/idempotency/resolve?{q}"),
-            &[],
+            &[("Authorization", ADMIN_AUTH)],
             b"",
         );
         assert_eq!(resp.status, 400, "{q}: {}", resp.text());
@@ -755,7 +755,7 @@ fn outcome_unknown_payloads_are_consistent() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&release=true"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(
@@ -842,7 +842,7 @@ fn a_timed_out_lead_is_settled_by_the_operator() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&lead_id=lead_from_the_crm"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -869,7 +869,7 @@ fn a_timed_out_lead_is_settled_by_the_operator() {
         gw.admin,
         "POST",
         &format!("/idempotency/resolve?ref={r}&release=true"),
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     );
     assert_eq!(resp.status, 200, "{}", resp.text());

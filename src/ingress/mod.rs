@@ -254,7 +254,10 @@ impl Conn<'_> {
             // request is being handled, not in every idle connection's task
             // (Pingora's own HTTP app boxed it per request as well).
             let resp = Box::pin(self.ingress.gateway.handle(req)).await;
-            let keep = client_keep_alive && !*shutdown.borrow();
+            // Draining (SIGTERM, before the listeners close): no keep-alive,
+            // so the client's next request opens a connection the load
+            // balancer sends elsewhere.
+            let keep = client_keep_alive && !*shutdown.borrow() && !crate::shutdown::draining();
             match self
                 .write_response(resp, minor, head_only, keep, write_cap)
                 .await

@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 pub const ENDPOINT: &str = "/aap/3.0.0/demo-toyota/mcp";
 pub const MODERN: &str = "2026-07-28";
 pub const LEGACY: &str = "2025-11-25";
+/// The admin token every gateway started here gets (through `AAP_ADMIN_TOKEN`,
+/// which the shipped gateway.toml names in `server.admin_token_env`).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+/// `Authorization` value for the admin listener's mutating endpoints.
+pub const ADMIN_AUTH: &str = "Bearer test-admin-token-0123456789";
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -130,6 +135,7 @@ impl Gateway {
             .arg("--state-dir")
             .arg(&state)
             .args(extra)
+            .env("AAP_ADMIN_TOKEN", ADMIN_TOKEN)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -643,6 +649,7 @@ pub fn forwarding_config(backend: &str) -> String {
 listen = "127.0.0.1:8080"
 admin_listen = "127.0.0.1:9090"
 threads = 2
+admin_token_env = "AAP_ADMIN_TOKEN"
 
 [state]
 dir = "var"
