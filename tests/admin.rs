@@ -11,28 +11,6 @@ use std::time::{Duration, Instant};
 
 const RESOLVE: &str = "/idempotency/resolve?ref=zz&release=true";
 
-fn signal(pid: u32, sig: &str) {
-    assert!(std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-}
-
-fn wait_exit(
-    child: &mut std::process::Child,
-    within: Duration,
-) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    None
-}
-
 /// The shipped config with the `admin_token_env` line replaced by `source`.
 fn with_token_source(source: &str) -> String {
     let cfg = config_with("", "", "");

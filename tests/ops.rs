@@ -306,29 +306,6 @@ fn tls_termination_with_a_test_ca() {
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-fn signal(pid: u32, sig: &str) {
-    assert!(std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-}
-
-/// Wait for the process to exit; `None` if it is still running at the deadline.
-fn wait_exit(
-    child: &mut std::process::Child,
-    within: Duration,
-) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    None
-}
-
 /// One response with a Content-Length body from a kept-alive connection.
 fn read_one(s: &mut std::net::TcpStream) -> (String, Vec<u8>) {
     let mut buf = Vec::new();

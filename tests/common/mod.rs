@@ -818,3 +818,24 @@ impl Drop for Redis {
         self.child.wait().ok();
     }
 }
+
+/// Send `kill -SIG` to `pid` (`sig` without the dash: `TERM`, `QUIT`, …).
+pub fn signal(pid: u32, sig: &str) {
+    assert!(Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Wait for the process to exit; `None` if it is still running at the deadline.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    None
+}
