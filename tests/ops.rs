@@ -137,13 +137,7 @@ fn reload_under_load_has_zero_failures() {
             ),
         )
         .unwrap();
-        let r = request(
-            gw.admin,
-            "POST",
-            "/reload",
-            &[("Authorization", ADMIN_AUTH)],
-            b"",
-        );
+        let r = gw.reload();
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.json()["config_generation"], 2);
         std::thread::sleep(std::time::Duration::from_millis(150));
@@ -153,13 +147,7 @@ fn reload_under_load_has_zero_failures() {
             original.replace("max_json_depth = 32", "max_json_depth = 1"),
         )
         .unwrap();
-        let r = request(
-            gw.admin,
-            "POST",
-            "/reload",
-            &[("Authorization", ADMIN_AUTH)],
-            b"",
-        );
+        let r = gw.reload();
         assert_eq!(r.status, 422, "{}", r.text());
         assert!(r.json()["error"]
             .as_str()
@@ -223,17 +211,7 @@ fn reload_keeps_idempotency_and_sessions() {
     let (_, first) = gw.call_sc("aap_lead_submit", lead(&key));
     let init = gw.rpc(&[], &legacy("initialize", json!({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})));
     let sid = init.header("mcp-session-id").unwrap().to_owned();
-    assert_eq!(
-        request(
-            gw.admin,
-            "POST",
-            "/reload",
-            &[("Authorization", ADMIN_AUTH)],
-            b""
-        )
-        .status,
-        200
-    );
+    assert_eq!(gw.reload().status, 200);
     let (_, again) = gw.call_sc("aap_lead_submit", lead(&key));
     assert_eq!(first, again);
     assert_eq!(leads_in(&gw.state), 1);
@@ -702,13 +680,7 @@ fn tls_certificate_is_reloaded_when_its_files_change() {
     // A key that does not match the certificate: refused too (POST /reload says so).
     std::fs::copy(dir.join("cert-b.pem"), dir.join("live.pem")).unwrap();
     std::fs::copy(dir.join("cert-a.key"), dir.join("live.key")).unwrap();
-    let r = request(
-        gw.admin,
-        "POST",
-        "/reload",
-        &[("Authorization", ADMIN_AUTH)],
-        b"",
-    );
+    let r = gw.reload();
     assert_eq!(r.status, 422, "{}", r.text());
     assert_eq!(r.json()["tls"], "rejected", "{}", r.text());
     assert_eq!(client.ask("new")["cn"], "cert-b");
@@ -732,13 +704,7 @@ fn tls_certificate_is_reloaded_when_its_files_change() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(client.ask("new")["cn"], "cert-c");
-    let r = request(
-        gw.admin,
-        "POST",
-        "/reload",
-        &[("Authorization", ADMIN_AUTH)],
-        b"",
-    );
+    let r = gw.reload();
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["tls"], "reloaded");
     assert_eq!(client.ask("kept")["cn"], "cert-a");

@@ -343,13 +343,7 @@ fn a_host_name_that_resolves_works_end_to_end_and_a_failed_reload_keeps_serving(
         cfg.replace(&format!("localhost:{port}"), "gone.invalid:80"),
     )
     .unwrap();
-    let r = request(
-        gw.admin,
-        "POST",
-        "/reload",
-        &[("authorization", ADMIN_AUTH)],
-        b"",
-    );
+    let r = gw.reload();
     assert_eq!(r.status, 422, "{}", r.text());
     let j = r.json();
     assert_eq!(j["status"], "rejected");

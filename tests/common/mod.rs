@@ -192,6 +192,17 @@ impl Gateway {
             .unwrap()
     }
 
+    /// `POST /reload` on the admin listener, with the admin token.
+    pub fn reload(&self) -> Resp {
+        request(
+            self.admin,
+            "POST",
+            "/reload",
+            &[("authorization", ADMIN_AUTH)],
+            b"",
+        )
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
