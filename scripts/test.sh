@@ -10,16 +10,18 @@ bash scripts/setup.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (release profile, all targets)"
-cargo clippy --release --all-targets -- -D warnings
+cargo clippy --release --workspace --all-targets -- -D warnings
 echo "== cargo build --release"
 cargo build --release
+echo "== the protocol core has no network stack (cargo tree -p aap-core)"
+bash scripts/core-boundary.sh
 echo "== Kubernetes manifests: kubernetes-validate (PyPI) and probe/port consistency with the ConfigMap"
 bash scripts/k8s-validate.sh
 echo "== upstream peers (PyPI mcp 2.3.0, npm sdk 1.32.2, a2a-sdk): install and self-test"
 bash tests/upstreams/setup.sh
 bash tests/upstreams/selftest.sh
-echo "== cargo test --release"
-cargo test --release -- --test-threads=4
+echo "== cargo test --release --workspace"
+cargo test --release --workspace -- --test-threads=4
 echo "== SDK end-to-end tests"
 bash tests/sdk/run.sh target/release/aap-gateway
 echo "== official MCP conformance suite (Node 22 from npm)"

@@ -7,9 +7,10 @@ use crate::aap::cursor::CursorCodec;
 use crate::aap::schemas::{SchemaSet, AAP_RELEASE};
 use crate::aap::skill::Skill;
 use crate::auth::{AuthMode, Authenticator};
+use crate::backend::{default_capabilities, Backend};
 use crate::config::StateBackend;
 use crate::config::{BackendConfig, Config};
-use crate::http::{HttpRequest, HttpResponse};
+use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::{CallerCtx, Endpoint, Outcome};
 use crate::mcp::session::SessionStore;
@@ -22,7 +23,6 @@ use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
 use crate::upstream::relay::{Relay, RelayConfig};
-use crate::upstream::{default_capabilities, Backend};
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -657,10 +657,9 @@ fn key_source(
                 request_timeout: Duration::from_secs(5),
                 health_check_interval: Duration::from_secs(30),
             })?;
-            Ok(crate::auth::KeySource::Url {
-                client: Box::new(client),
-                path,
-            })
+            Ok(crate::auth::KeySource::Url(Box::new(
+                crate::upstream::client::JwksOverClient { client, path },
+            )))
         }
         _ => Err("auth: set exactly one of jwks_file and jwks_url".into()),
     }

@@ -1,26 +1,18 @@
-//! aap-gateway: an AAP 3.0 MCP compatibility gateway on Pingora.
+//! aap-gateway: the Pingora adapter around `aap_core` — ingress, admin listener, TLS, the
+//! upstream HTTP client and backends, the stores, and the composition root (`gateway`).
 //!
-//! Layout: `mcp` (JSON-RPC, headers, revisions, the endpoint), `aap`
-//! (skills, schemas, catalog, the shared contract), `upstream` (backends),
-//! `state` (idempotency and limits), `json` (fast strict reading of
-//! upstream answers), `config`, `gateway` (runtime and
-//! routing), `access` (the per-request log line), `ingress` (the public
-//! listener's connections and HTTP/1.1), `proxy` (admin listener and
-//! pass-through on Pingora's HTTP stack) and `shutdown` (drain, then close).
+//! Layout: `ingress` (the public listener's connections and HTTP/1.1), `proxy`
+//! (admin listener and pass-through on Pingora's HTTP stack), `tls`, `upstream`
+//! (backend implementations and the pooled client), `state` (local log and Redis
+//! stores), `gateway` (tenants, routing, reload) and `shutdown` (drain, then close).
+//! The protocol modules are re-exported from `aap_core` under their old paths.
 
-pub mod aap;
-pub mod access;
-pub mod auth;
-pub mod config;
+pub use aap_core::{aap, access, auth, backend, config, exchange, json, mcp, metrics, peer, util};
+
 pub mod gateway;
-pub mod http;
 pub mod ingress;
-pub mod json;
-pub mod mcp;
-pub mod metrics;
 pub mod proxy;
 pub mod shutdown;
 pub mod state;
 pub mod tls;
 pub mod upstream;
-pub mod util;

@@ -1,8 +1,8 @@
 //! Pingora glue for the admin listener (health, readiness, metrics, reload)
 //! and the pass-through baseline; the public listener is `crate::ingress`.
 
+use crate::exchange::HttpResponse;
 use crate::gateway::Gateway;
-use crate::http::HttpResponse;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;

@@ -11,9 +11,8 @@
 
 use std::mem::MaybeUninit;
 
-/// The most header lines the tokenizer holds; `limits.max_headers` is
-/// checked against the parsed count and may not exceed this.
-pub const MAX_HEADER_LINES: usize = 256;
+/// The most header lines the tokenizer holds (see the config limit).
+pub use aap_core::config::MAX_HEADER_LINES;
 /// The longest request line accepted (method, target, version).
 pub const MAX_REQUEST_LINE: usize = 8192;
 /// The longest chunk-size line (size, extensions, CRLF).

@@ -10,8 +10,8 @@
 pub mod conn;
 pub mod h1;
 
+use crate::exchange::{HttpRequest, HttpResponse};
 use crate::gateway::Gateway;
-use crate::http::{HttpRequest, HttpResponse};
 use crate::mcp::jsonrpc::{code, RpcError};
 use async_trait::async_trait;
 use bytes::{Buf, BytesMut};

@@ -66,8 +66,20 @@ struct Loaded {
     idem: Mutex<HashMap<String, Slot>>,
 }
 
+/// The single-process store: a cheap handle on the shared log, so that fsync work can move
+/// to the blocking pool with a clone of it.
+#[derive(Debug, Clone)]
+pub struct LocalState(Arc<LocalLog>);
+
+impl std::ops::Deref for LocalState {
+    type Target = LocalLog;
+    fn deref(&self) -> &LocalLog {
+        &self.0
+    }
+}
+
 #[derive(Debug)]
-pub struct LocalState {
+pub struct LocalLog {
     path: PathBuf,
     /// The state directory whose lock must be held before the log is read or
     /// written.
@@ -79,20 +91,22 @@ pub struct LocalState {
 impl LocalState {
     /// The idempotency log at `path`, opened on first use: nothing is read,
     /// created or written here (offline commands build the runtime too).
-    pub fn open(path: &Path) -> Result<Arc<LocalState>, String> {
+    pub fn open(path: &Path) -> Result<LocalState, String> {
         let dir = path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         lock::check_usable(&dir)?;
-        Ok(Arc::new(LocalState {
+        Ok(LocalState(Arc::new(LocalLog {
             path: path.to_path_buf(),
             dir,
             loaded: OnceCell::new(),
             buckets: Mutex::new(HashMap::new()),
-        }))
+        })))
     }
+}
 
+impl LocalLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -196,10 +210,8 @@ fn slots(l: &Loaded) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
     l.idem.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `SharedState` is implemented on `Arc<LocalState>` so that fsync work
-/// can move to the blocking pool.
 #[async_trait]
-impl SharedState for Arc<LocalState> {
+impl SharedState for LocalState {
     async fn idem_begin(
         &self,
         key: &str,
@@ -209,7 +221,7 @@ impl SharedState for Arc<LocalState> {
     ) -> Result<Begin, StateError> {
         let fingerprint = fingerprints.first().copied().unwrap_or_default();
         let same = |fp: &String| fingerprints.contains(&fp.as_str());
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let now = now_unix_ms();
         let mut map = slots(l);
         let pending = |intent: bool| {
@@ -255,7 +267,7 @@ impl SharedState for Arc<LocalState> {
     }
 
     async fn idem_intent(&self, key: &str, claim: &Claim) -> Result<bool, StateError> {
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let rec = match slots(l).get_mut(key) {
             Some(Slot::Pending {
                 fp,
@@ -274,7 +286,7 @@ impl SharedState for Arc<LocalState> {
             }
             _ => return Ok(false),
         };
-        self.append_blocking(rec).await?;
+        self.0.append_blocking(rec).await?;
         Ok(true)
     }
 
@@ -285,7 +297,7 @@ impl SharedState for Arc<LocalState> {
         result: &Value,
         ttl: Duration,
     ) -> Result<(), StateError> {
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let exp = now_unix_ms() + ttl.as_millis() as u64;
         let rec = Record {
             k: key.to_owned(),
@@ -294,7 +306,7 @@ impl SharedState for Arc<LocalState> {
             exp,
             r: Some(result.clone()),
         };
-        self.append_blocking(rec).await?;
+        self.0.append_blocking(rec).await?;
         slots(l).insert(
             key.to_owned(),
             Slot::Done {
@@ -307,7 +319,7 @@ impl SharedState for Arc<LocalState> {
     }
 
     async fn idem_abandon(&self, key: &str, claim: &Claim) -> Result<(), StateError> {
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let persisted = {
             let mut map = slots(l);
             match map.get(key) {
@@ -324,18 +336,19 @@ impl SharedState for Arc<LocalState> {
         if !persisted {
             return Ok(());
         }
-        self.append_blocking(Record {
-            k: key.to_owned(),
-            fp: String::new(),
-            st: Phase::Abandoned,
-            exp: now_unix_ms() + 60_000,
-            r: None,
-        })
-        .await
+        self.0
+            .append_blocking(Record {
+                k: key.to_owned(),
+                fp: String::new(),
+                st: Phase::Abandoned,
+                exp: now_unix_ms() + 60_000,
+                r: None,
+            })
+            .await
     }
 
     async fn idem_interrupt(&self, key: &str, claim: &Claim) -> Result<(), StateError> {
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let mut map = slots(l);
         let orphan = match map.get(key) {
             Some(Slot::Pending {
@@ -367,7 +380,7 @@ impl SharedState for Arc<LocalState> {
         key: &str,
         resolution: &Resolution,
     ) -> Result<Resolved, StateError> {
-        let l = self.loaded().await?;
+        let l = self.0.loaded().await?;
         let now = now_unix_ms();
         let (fp, exp) = match slots(l).get(key) {
             Some(Slot::Orphaned { fp, exp }) if *exp > now => (fp.clone(), *exp),
@@ -377,14 +390,15 @@ impl SharedState for Arc<LocalState> {
         };
         match resolution {
             Resolution::Delivered(result) => {
-                self.append_blocking(Record {
-                    k: key.to_owned(),
-                    fp: fp.clone(),
-                    st: Phase::Done,
-                    exp,
-                    r: Some(result.clone()),
-                })
-                .await?;
+                self.0
+                    .append_blocking(Record {
+                        k: key.to_owned(),
+                        fp: fp.clone(),
+                        st: Phase::Done,
+                        exp,
+                        r: Some(result.clone()),
+                    })
+                    .await?;
                 slots(l).insert(
                     key.to_owned(),
                     Slot::Done {
@@ -395,14 +409,15 @@ impl SharedState for Arc<LocalState> {
                 );
             }
             Resolution::Released => {
-                self.append_blocking(Record {
-                    k: key.to_owned(),
-                    fp: String::new(),
-                    st: Phase::Abandoned,
-                    exp: now + 60_000,
-                    r: None,
-                })
-                .await?;
+                self.0
+                    .append_blocking(Record {
+                        k: key.to_owned(),
+                        fp: String::new(),
+                        st: Phase::Abandoned,
+                        exp: now + 60_000,
+                        r: None,
+                    })
+                    .await?;
                 slots(l).remove(key);
             }
         }

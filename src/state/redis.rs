@@ -19,10 +19,6 @@ use serde_json::Value;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-/// Default for `state.claim_lease_ms`: how long a claim without a result
-/// blocks other attempts before it counts as interrupted.
-pub const DEFAULT_CLAIM_LEASE_MS: u64 = 60_000;
-
 /// Shared helpers of the scripts: `save` keeps the record's remaining TTL.
 const SAVE: &str = r#"
 local function save(key, r)

@@ -15,9 +15,11 @@
 //! integral floats are turned back into integers before validation.
 
 use super::client::{Client, ClientConfig, Reply, Request};
-use super::{forwarded_request, normalize_numbers, Backend, BackendError, LeadKeyMode, SkillCall};
 use crate::aap::error::{ERROR_AT_TYPE, ERROR_TYPE};
 use crate::aap::payload::Payload;
+use crate::backend::{
+    forwarded_request, normalize_numbers, Backend, BackendError, LeadKeyMode, SkillCall,
+};
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::{json, Value};

@@ -1,11 +1,11 @@
 //! The embedded demo dealer: inventory, facets, vehicle detail and durable
 //! lead intake from local files, so the gateway is useful out of the box.
 
-use super::{Backend, BackendError, SkillCall};
 use crate::aap::cursor::{CursorCodec, CursorError, CursorState};
 use crate::aap::error::{aap_error, ErrorCode};
 use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
+use crate::backend::{Backend, BackendError, SkillCall};
 use crate::state::{LeadRecorded, SharedState};
 use crate::util::{now_rfc3339, now_unix_ms};
 use async_trait::async_trait;

@@ -19,11 +19,11 @@
 //! gateway's own framing.
 
 use super::client::{Client, ClientConfig, Reply, Request};
-use super::{
+use crate::aap::payload::Payload;
+use crate::backend::{
     forwarded_text, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode, ProtocolError,
     SkillCall,
 };
-use crate::aap::payload::Payload;
 use crate::json;
 use crate::mcp::headers::encode_value;
 use crate::mcp::revision::{

@@ -10,8 +10,8 @@
 //! fill an omitted `MCP-Protocol-Version`).
 
 use super::client::{Client, ClientConfig, Request, StreamedBody};
-use super::BackendError;
-use crate::http::{HttpRequest, HttpResponse};
+use crate::backend::BackendError;
+use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::headers::{read_mirror_headers, SESSION_ID};
 use crate::mcp::jsonrpc::{self, code, Message, RpcError};
 use crate::mcp::media;

@@ -16,7 +16,7 @@ pub const AAP_RELEASE: &str = "3.0.0";
 
 macro_rules! embed {
     ($($stem:literal),* $(,)?) => {
-        &[$(($stem, include_str!(concat!("../../schemas/", $stem, ".schema.json")))),*]
+        &[$(($stem, include_str!(concat!("../../../../schemas/", $stem, ".schema.json")))),*]
     };
 }
 

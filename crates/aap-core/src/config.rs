@@ -7,6 +7,10 @@ use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+/// The most header lines the ingress tokenizer holds; `limits.max_headers` is
+/// checked against the parsed count and may not exceed this.
+pub const MAX_HEADER_LINES: usize = 256;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -170,7 +174,7 @@ impl Default for StateConfig {
             backend: StateBackend::Local,
             redis_url: None,
             redis_prefix: "aapgw:".into(),
-            claim_lease_ms: crate::state::redis::DEFAULT_CLAIM_LEASE_MS,
+            claim_lease_ms: crate::state::DEFAULT_CLAIM_LEASE_MS,
         }
     }
 }
@@ -286,7 +290,7 @@ pub struct McpBackendConfig {
     pub capabilities: Option<serde_json::Value>,
     /// `"scoped"` or `"client"`: how `idempotency_key` is forwarded.
     #[serde(default)]
-    pub lead_key: crate::upstream::LeadKeyMode,
+    pub lead_key: crate::backend::LeadKeyMode,
     /// The upstream deduplicates leads by `idempotency_key` (AAP requires
     /// 24 h), so a lead interrupted by a gateway crash may be resent.
     #[serde(default)]
@@ -317,7 +321,7 @@ pub struct A2aBackendConfig {
     #[serde(default)]
     pub capabilities: Option<serde_json::Value>,
     #[serde(default)]
-    pub lead_key: crate::upstream::LeadKeyMode,
+    pub lead_key: crate::backend::LeadKeyMode,
     #[serde(default)]
     pub dedupes_leads: bool,
 }
@@ -361,8 +365,8 @@ fn check_forwarding(
     let mut seen = HashSet::new();
     for p in peers {
         // Syntax only: names are resolved when the backend is built.
-        let spec = crate::upstream::client::PeerSpec::parse(p)
-            .map_err(|e| format!("{}: {e}", at("backend.peers")))?;
+        let spec =
+            crate::peer::PeerSpec::parse(p).map_err(|e| format!("{}: {e}", at("backend.peers")))?;
         if !seen.insert((spec.host.to_ascii_lowercase(), spec.port)) {
             return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
         }
@@ -636,11 +640,8 @@ impl Config {
         if l.max_headers == 0 || l.max_header_bytes < 1024 {
             return Err("limits.max_headers / limits.max_header_bytes: need max_headers >= 1 and max_header_bytes >= 1024".into());
         }
-        if l.max_headers > crate::ingress::h1::MAX_HEADER_LINES {
-            return Err(format!(
-                "limits.max_headers: at most {}",
-                crate::ingress::h1::MAX_HEADER_LINES
-            ));
+        if l.max_headers > MAX_HEADER_LINES {
+            return Err(format!("limits.max_headers: at most {}", MAX_HEADER_LINES));
         }
         if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
             return Err("state.redis_url: required when state.backend = \"redis\"".into());
@@ -959,9 +960,9 @@ mod tests {
 
     #[test]
     fn write_buffer_defaults_and_bounds() {
-        let shipped = include_str!("../gateway.toml");
+        let shipped = include_str!("../../../gateway.toml");
         let line = "write_buffer_bytes = 16384\n";
-        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway.toml");
+        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
         let parse = |text: &str| Config::parse(text, &at);
         assert!(shipped.contains(line), "gateway.toml documents the option");
         let cfg = parse(&shipped.replace(line, "")).expect("defaults");
@@ -983,15 +984,15 @@ mod tests {
         for (name, text) in [
             (
                 "upstream-mcp.toml",
-                include_str!("../examples/upstream-mcp.toml"),
+                include_str!("../../../examples/upstream-mcp.toml"),
             ),
             (
                 "upstream-a2a.toml",
-                include_str!("../examples/upstream-a2a.toml"),
+                include_str!("../../../examples/upstream-a2a.toml"),
             ),
             (
                 "upstream-relay.toml",
-                include_str!("../examples/upstream-relay.toml"),
+                include_str!("../../../examples/upstream-relay.toml"),
             ),
         ] {
             let cfg = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));

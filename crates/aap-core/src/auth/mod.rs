@@ -5,7 +5,7 @@
 //! Tokens are never logged and never forwarded: the verified subject is the
 //! only thing that leaves this module.
 
-use crate::http::HttpResponse;
+use crate::exchange::HttpResponse;
 use crate::mcp::jsonrpc::{code, RpcError};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -71,10 +71,16 @@ fn default_refresh() -> u64 {
 /// Where keys come from.
 pub enum KeySource {
     File(PathBuf),
-    Url {
-        client: Box<crate::upstream::client::Client>,
-        path: String,
-    },
+    /// A JWKS document fetched over the network by the gateway's client.
+    Url(Box<dyn JwksFetcher>),
+}
+
+/// The port through which a `jwks_url` is fetched: the gateway crate implements it
+/// on its pooled upstream client, so this crate never opens a socket.
+#[async_trait::async_trait]
+pub trait JwksFetcher: Send + Sync {
+    /// The body of a `200` answer, or why there is none (`HTTP 503`, a transport error).
+    async fn fetch(&self) -> Result<bytes::Bytes, String>;
 }
 
 /// A verified caller.
@@ -202,7 +208,7 @@ impl Authenticator {
         let (set, modified) = match &source {
             KeySource::File(p) => read_jwks(p)?,
             // Fetched on first use: the start must not depend on the IdP.
-            KeySource::Url { .. } => (JwkSet { keys: Vec::new() }, None),
+            KeySource::Url(_) => (JwkSet { keys: Vec::new() }, None),
         };
         let stale = Instant::now()
             .checked_sub(Duration::from_secs(cfg.jwks_refresh_secs + 1))
@@ -267,7 +273,7 @@ impl Authenticator {
         let token = bearer_token(header).ok_or(Denial::Invalid {
             description: "expected a Bearer token",
         })?;
-        if let KeySource::Url { .. } = self.source {
+        if let KeySource::Url(_) = self.source {
             if let Ok(Some(kid)) = decode_header(token).map(|h| h.kid) {
                 self.refresh_from_url(&kid).await;
             }
@@ -278,7 +284,7 @@ impl Authenticator {
     /// Fetch the JWKS when the cache is older than the refresh interval, or
     /// when `kid` is unknown (at most once per REFRESH_EVERY).
     async fn refresh_from_url(&self, kid: &str) {
-        let KeySource::Url { client, path } = &self.source else {
+        let KeySource::Url(fetcher) = &self.source else {
             return;
         };
         let due = |c: &KeyCache| {
@@ -293,21 +299,9 @@ impl Authenticator {
         if !self.keys.read().map(|c| due(&c)).unwrap_or(false) {
             return;
         }
-        let req = crate::upstream::client::Request {
-            extra_headers: &[],
-            method: "GET",
-            path,
-            headers: vec![("accept", "application/json".to_string())],
-            body: bytes::Bytes::new(),
-            retryable: true,
-        };
-        let fetched = match client.send(&req, None).await {
-            Ok(r) if r.status == 200 => {
-                serde_json::from_slice::<JwkSet>(&r.body).map_err(|e| format!("not a JWKS: {e}"))
-            }
-            Ok(r) => Err(format!("HTTP {}", r.status)),
-            Err(e) => Err(e.to_string()),
-        };
+        let fetched = fetcher.fetch().await.and_then(|body| {
+            serde_json::from_slice::<JwkSet>(&body).map_err(|e| format!("not a JWKS: {e}"))
+        });
         if let Ok(mut cache) = self.keys.write() {
             cache.checked = Instant::now();
             match fetched {

@@ -1,0 +1,25 @@
+//! aap-core: the AAP 3.0 MCP protocol core of aap-gateway, free of Pingora, sockets and DNS.
+//!
+//! Layout: `json` (strict fast JSON reading and writing), `mcp` (JSON-RPC,
+//! mirror headers, revisions, media, sessions, the MCP endpoint), `aap` (skills,
+//! schemas, catalog, cursors, the contract every call passes), `backend` and
+//! `state` (the ports the gateway crate implements), `auth` (OAuth resource-server
+//! checks; keys fetched through a port), `exchange` (the transport-neutral request
+//! and response), `config` (`gateway.toml`), `peer` (upstream addresses, syntax
+//! only), `access` (the access-log line) and `metrics` (the Prometheus registry).
+//!
+//! The compiler enforces the boundary: this crate's manifest has no network
+//! stack, and the gateway crate depends on it, never the reverse.
+
+pub mod aap;
+pub mod access;
+pub mod auth;
+pub mod backend;
+pub mod config;
+pub mod exchange;
+pub mod json;
+pub mod mcp;
+pub mod metrics;
+pub mod peer;
+pub mod state;
+pub mod util;
