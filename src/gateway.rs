@@ -4,15 +4,16 @@
 use crate::aap::catalog::{self, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
-use crate::aap::schemas::{SchemaSet, AAP_RELEASE};
+use crate::aap::schemas::SchemaSet;
 use crate::aap::skill::Skill;
 use crate::auth::{AuthMode, Authenticator};
 use crate::backend::{default_capabilities, Backend};
 use crate::config::StateBackend;
 use crate::config::{BackendConfig, Config};
+use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::{CallerCtx, Endpoint, Outcome};
+use crate::mcp::server::{CallerCtx, Endpoint};
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
 use crate::state::redis::RedisState;
@@ -27,7 +28,7 @@ use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Everything derived from one config generation.
 #[derive(Debug)]
@@ -474,12 +475,12 @@ impl Gateway {
         }
     }
 
-    /// Handle one request end to end and log it.
+    /// Handle one request end to end and log it: `new_ctx`, `route`, then
+    /// admission and the tenant's endpoint or relay, then `logging` (see
+    /// `aap_core::context` for the phases).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let started = Instant::now();
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         let rt = self.runtime.load_full();
-        let correlation = correlation_id(&req);
-        let mut out = Outcome::default();
         let metadata_of = |path: &String| {
             rt.endpoints
                 .get(path)
@@ -490,75 +491,58 @@ impl Gateway {
                         .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
                 })
         };
-        let (tenant, resp) = if let Some(ep) = rt.endpoints.get(&req.path) {
-            (Some(ep.tenant.as_str()), serve(ep, &req, &mut out).await)
+        let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
+            ctx.tenant = Some(ep.tenant.clone());
+            serve(ep, &req, &mut ctx).await
         } else if let Some(m) = rt.relays.get(&req.path) {
-            (Some(m.tenant.as_str()), relay(m, &rt, &req, &mut out).await)
+            ctx.tenant = Some(m.tenant.clone());
+            relay(m, &rt, &req, &mut ctx).await
         } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
-            out.outcome = "metadata".into();
-            let resp = match (auth, req.method.as_str()) {
+            ctx.tenant = Some(tenant.to_owned());
+            ctx.outcome = "metadata".into();
+            match (auth, req.method.as_str()) {
                 (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
                     .with_header("cache-control", "max-age=300"),
                 _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
                     .with_header("allow", "GET"),
-            };
-            (Some(tenant), resp)
+            }
         } else {
-            out.outcome = "no_route".into();
-            (None, not_found())
+            ctx.outcome = "no_route".into();
+            not_found()
         };
-        finish(&req, tenant, &out, resp, &correlation, started)
+        finish(&ctx, resp)
     }
 
     /// For a request with `Expect: 100-continue`: the answer to send at
     /// once, instead of `100 Continue`, when the head alone already decides
     /// a refusal — unknown path (404), Origin (403), HTTP method (405),
     /// `Content-Type` (415), `Accept` (406), a missing or invalid token
-    /// (401/403) — checked in the same order as [`Gateway::handle`]. `None`
+    /// (401/403) — in the admission order of [`Gateway::handle`]. `None`
     /// means the body is wanted. Rate limits are not applied here (that
     /// would take a token twice); scope checks that need the tool name wait
     /// for the body. Logged and counted like any other answer.
     pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
-        let started = Instant::now();
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         let rt = self.runtime.load_full();
-        let mut out = Outcome::default();
-        let (tenant, err) = if let Some(ep) = rt.endpoints.get(&req.path) {
-            let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-            let err = match head_auth(auth, req).await {
-                Some(e) => Some(e),
-                None => ep.head_refusal(req),
-            };
-            (ep.tenant.as_str(), err)
+        let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
+            (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
         } else if let Some(m) = rt.relays.get(&req.path) {
-            let err = if !crate::mcp::server::origin_allowed(&m.allowed_origins, req) {
-                Some(crate::mcp::server::origin_refused())
-            } else {
-                let auth = m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-                match head_auth(auth, req).await {
-                    Some(e) => Some(e),
-                    None => m.relay.head_refusal(req),
-                }
-            };
-            (m.tenant.as_str(), err)
+            (&m.tenant, m.relay.head_refusal(req), m.auth.as_deref())
         } else if rt.metadata.contains_key(&req.path) {
             return None;
         } else {
-            out.outcome = "no_route".into();
-            let correlation = correlation_id(req);
-            return Some(finish(req, None, &out, not_found(), &correlation, started));
+            ctx.outcome = "no_route".into();
+            return Some(finish(&ctx, not_found()));
         };
-        let err = err?;
-        // The outcome names the full pipeline gives the same refusals.
-        out.outcome = match (err.code, err.http_status) {
-            (crate::mcp::jsonrpc::code::UNAUTHORIZED, _) => "unauthorized".into(),
-            (_, 405) => "405".into(),
-            (_, 403) if rt.relays.contains_key(&req.path) => "403".into(),
-            (code, _) => code.to_string(),
+        ctx.tenant = Some(tenant.clone());
+        let err = match head {
+            Some(e) => e,
+            None => head_auth(auth.filter(|a| a.mode() != AuthMode::Off), req).await?,
         };
+        ctx.outcome = head_outcome(&err);
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
         resp.headers.extend(err.headers.iter().cloned());
-        let correlation = correlation_id(req);
-        Some(finish(req, Some(tenant), &out, resp, &correlation, started))
+        Some(finish(&ctx, resp))
     }
 
     /// Resolve the new config's peers (asynchronously: a reload never
@@ -704,9 +688,8 @@ fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
 /// 429 with `Retry-After` in whole seconds (at least 1).
 fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
     let secs = retry_after_ms.div_ceil(1000).max(1);
-    let mut e = RpcError::new(
-        429,
-        crate::mcp::jsonrpc::code::RATE_LIMITED,
+    let mut e = RpcError::of(
+        crate::error::Failure::RateLimited,
         format!("Too Many Requests: the {what} request budget is used up; retry after {secs} s"),
     )
     .with_data(json!({"retry_after_ms": retry_after_ms}));
@@ -747,6 +730,9 @@ async fn limit(
 struct Admission<'a> {
     tenant: &'a str,
     state: &'a dyn SharedState,
+    /// The refusal the head alone decides (Origin, HTTP method, media
+    /// types), from the endpoint or relay that serves the tenant.
+    head: Option<RpcError>,
     auth: Option<&'a Authenticator>,
     tenant_bucket: Option<Bucket>,
     caller_bucket: Option<Bucket>,
@@ -758,13 +744,19 @@ struct Admitted {
     principal: Option<crate::auth::Principal>,
 }
 
-/// Tenant budget, authentication, caller budget; the error to answer
-/// when the request is refused.
+/// The admission order every tenant kind shares: the head (Origin, HTTP
+/// method, media types: no state touched, no token spent), then the tenant
+/// budget, authentication and the caller budget; the error to answer when
+/// the request is refused.
 async fn admit(
     a: &Admission<'_>,
     req: &HttpRequest,
-    out: &mut Outcome,
+    out: &mut RequestCtx,
 ) -> Result<Admitted, RpcError> {
+    if let Some(e) = &a.head {
+        out.outcome = head_outcome(e);
+        return Err(e.clone());
+    }
     if let Some(r) = limit(
         a.state,
         &format!("rl:tenant:{}", a.tenant),
@@ -828,52 +820,36 @@ async fn head_auth(auth: Option<&Authenticator>, req: &HttpRequest) -> Option<Rp
     .map(|denial| auth.refusal(&denial))
 }
 
-/// Stamp the correlation id on an answer, count it and write its access
-/// line: every answer of [`Gateway::handle`] and
-/// [`Gateway::answer_before_body`] ends here.
-fn finish(
-    req: &HttpRequest,
-    tenant: Option<&str>,
-    out: &Outcome,
-    resp: HttpResponse,
-    correlation: &str,
-    started: Instant,
-) -> HttpResponse {
-    let resp = resp.with_header("x-correlation-id", correlation.to_owned());
-    crate::metrics::record(
-        tenant.unwrap_or("-"),
-        out,
-        resp.status,
-        started.elapsed().as_secs_f64(),
-    );
-    crate::access::log(&crate::access::AccessRecord {
-        correlation_id: correlation,
-        tenant: tenant.unwrap_or("-"),
-        binding: "mcp",
-        mcp_revision: out.revision.unwrap_or("-"),
-        aap_version: AAP_RELEASE,
-        http_method: &req.method,
-        rpc_method: out.method.as_deref().unwrap_or("-"),
-        skill: out.skill.unwrap_or("-"),
-        outcome: &out.outcome,
-        status: resp.status,
-        filled: &out.filled,
-        latency_us: started.elapsed().as_micros() as u64,
-    });
+/// Stamp the correlation id on an answer, then `logging`: every answer of
+/// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
+fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
+    let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
+    ctx.logging(resp.status);
     resp
 }
 
+/// The access-log outcome of a refusal the head decided: the same names the
+/// full pipeline gives the same refusals.
+fn head_outcome(err: &RpcError) -> String {
+    match (err.code, err.http_status) {
+        (crate::error::code::UNAUTHORIZED, _) => "unauthorized".into(),
+        (_, 403 | 405) => err.http_status.to_string(),
+        (code, _) => code.to_string(),
+    }
+}
+
 /// Admission, then the tenant's MCP endpoint.
-async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+async fn serve(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
     let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
     let admission = Admission {
         tenant: &ep.tenant,
         state: ep.contract.state.as_ref(),
+        head: ep.head_refusal(req),
         auth,
         tenant_bucket: ep.tenant_bucket,
         caller_bucket: ep.caller_bucket,
     };
-    let admitted = match admit(&admission, req, out).await {
+    let admitted = match admit(&admission, req, ctx).await {
         Ok(a) => a,
         Err(e) => return refused(&e, req, ep.max_json_depth),
     };
@@ -883,27 +859,28 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, out: &mut Outcome) -> HttpRespo
         auth,
         principal: admitted.principal.as_ref(),
     };
-    ep.handle(req, &caller, out).await
+    ep.handle(req, &caller, ctx).await
 }
 
-/// Origin, admission, then the relay.
-async fn relay(m: &RelayMount, rt: &Runtime, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
-    let max_json_depth = rt.config.limits.max_json_depth;
-    if !crate::mcp::server::origin_allowed(&m.allowed_origins, req) {
-        out.outcome = "403".into();
-        return refused(&crate::mcp::server::origin_refused(), req, max_json_depth);
-    }
+/// Admission, then the relay.
+async fn relay(
+    m: &RelayMount,
+    rt: &Runtime,
+    req: &HttpRequest,
+    ctx: &mut RequestCtx,
+) -> HttpResponse {
     let admission = Admission {
         tenant: &m.tenant,
         state: rt.state.as_ref(),
+        head: m.relay.head_refusal(req),
         auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
         tenant_bucket: m.tenant_bucket,
         caller_bucket: m.caller_bucket,
     };
-    if let Err(e) = admit(&admission, req, out).await {
-        return refused(&e, req, max_json_depth);
+    if let Err(e) = admit(&admission, req, ctx).await {
+        return refused(&e, req, rt.config.limits.max_json_depth);
     }
-    m.relay.handle(req, out).await
+    m.relay.handle(req, ctx).await
 }
 
 fn not_found() -> HttpResponse {
@@ -914,19 +891,4 @@ fn not_found() -> HttpResponse {
             "message": "No MCP endpoint is mounted at this path"
         }),
     )
-}
-
-/// Use the trace id of a valid W3C `traceparent`, else mint one.
-fn correlation_id(req: &HttpRequest) -> String {
-    if let Some(tp) = req.header_str("traceparent") {
-        let parts: Vec<&str> = tp.trim().split('-').collect();
-        if parts.len() == 4
-            && parts[1].len() == 32
-            && parts[1].bytes().all(|b| b.is_ascii_hexdigit())
-            && parts[1] != "00000000000000000000000000000000"
-        {
-            return parts[1].to_ascii_lowercase();
-        }
-    }
-    uuid::Uuid::new_v4().simple().to_string()
 }

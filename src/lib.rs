@@ -7,7 +7,9 @@
 //! stores), `gateway` (tenants, routing, reload) and `shutdown` (drain, then close).
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 
-pub use aap_core::{aap, access, auth, backend, config, exchange, json, mcp, metrics, peer, util};
+pub use aap_core::{
+    aap, access, auth, backend, config, context, error, exchange, json, mcp, metrics, peer, util,
+};
 
 pub mod gateway;
 pub mod ingress;

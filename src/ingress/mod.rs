@@ -10,9 +10,11 @@
 pub mod conn;
 pub mod h1;
 
+use crate::context::RequestCtx;
+use crate::error::Failure;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::gateway::Gateway;
-use crate::mcp::jsonrpc::{code, RpcError};
+use crate::mcp::jsonrpc::RpcError;
 use async_trait::async_trait;
 use bytes::{Buf, BytesMut};
 use conn::{ConnTable, Full};
@@ -484,7 +486,7 @@ impl Conn<'_> {
         write_cap: usize,
     ) {
         let correlation = new_correlation_id();
-        let err = RpcError::new(r.status, code::INVALID_REQUEST, r.message);
+        let err = RpcError::of(Failure::Framing(r.status), r.message);
         let resp = HttpResponse::json(r.status, &err.to_body(None))
             .with_header("x-correlation-id", correlation.clone());
         let minor = head.map_or(1, |h| h.minor);
@@ -526,8 +528,8 @@ impl Conn<'_> {
         // 429 is throttling (the gateway's -32013, as for request budgets);
         // 503 a full gateway.
         let mut err = match status {
-            429 => RpcError::new(status, code::RATE_LIMITED, message),
-            _ => RpcError::new(status, code::INVALID_REQUEST, message),
+            429 => RpcError::of(Failure::RateLimited, message),
+            _ => RpcError::of(Failure::Framing(status), message),
         };
         if status == 429 {
             err.data = Some(Box::new(serde_json::json!({"retry_after_ms": 1000})));
@@ -589,25 +591,11 @@ impl Ingress {
                     .or_else(|| rt.relays.get(p).map(|m| m.tenant.as_str()))
             })
             .unwrap_or("-");
-        let out = crate::mcp::server::Outcome {
-            outcome: outcome.to_owned(),
-            ..Default::default()
-        };
-        crate::metrics::record(tenant, &out, status, started.elapsed().as_secs_f64());
-        crate::access::log(&crate::access::AccessRecord {
-            correlation_id: correlation,
-            tenant,
-            binding: "mcp",
-            mcp_revision: "-",
-            aap_version: crate::aap::schemas::AAP_RELEASE,
-            http_method: method,
-            rpc_method: "-",
-            skill: "-",
-            outcome,
-            status,
-            filled: &[],
-            latency_us: started.elapsed().as_micros() as u64,
-        });
+        let mut ctx = RequestCtx::transport(method, correlation.to_owned());
+        ctx.started = started;
+        ctx.tenant = Some(tenant.to_owned()).filter(|t| t != "-");
+        ctx.outcome = outcome.to_owned();
+        ctx.logging(status);
     }
 }
 
@@ -637,9 +625,7 @@ fn too_large(limit: usize) -> Refusal {
     )
 }
 
-fn new_correlation_id() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
+use aap_core::context::new_correlation_id;
 
 /// `n` in lowercase hex into `out`; returns the digits written.
 fn hex(mut n: usize, out: &mut [u8; 16]) -> usize {

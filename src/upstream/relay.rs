@@ -11,12 +11,13 @@
 
 use super::client::{Client, ClientConfig, Request, StreamedBody};
 use crate::backend::BackendError;
+use crate::context::RequestCtx;
+use crate::error::Failure;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::headers::{read_mirror_headers, SESSION_ID};
-use crate::mcp::jsonrpc::{self, code, Message, RpcError};
+use crate::mcp::jsonrpc::{self, Message, RpcError};
 use crate::mcp::media;
 use crate::mcp::relay::normalize;
-use crate::mcp::server::Outcome;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -141,7 +142,7 @@ impl Relay {
     }
 
     /// Relay one request (Origin, auth and limits are already checked).
-    pub async fn handle(&self, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    pub async fn handle(&self, req: &HttpRequest, out: &mut RequestCtx) -> HttpResponse {
         match self.relay(req, out).await {
             Ok(resp) => resp,
             Err((err, id)) => {
@@ -156,7 +157,7 @@ impl Relay {
     async fn relay(
         &self,
         req: &HttpRequest,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<HttpResponse, (RpcError, Option<Value>)> {
         if req.header_count(SESSION_ID) > 1 {
             return Err((
@@ -353,17 +354,15 @@ fn upstream_error(e: &BackendError) -> RpcError {
     match e {
         BackendError::Timeout(why) => {
             tracing::warn!(error = %why, "relay upstream timed out");
-            RpcError::new(
-                504,
-                code::UPSTREAM_TIMEOUT,
+            RpcError::of(
+                Failure::UpstreamTimeout,
                 "Gateway Timeout: the upstream MCP server did not answer in time",
             )
         }
         other => {
             tracing::warn!(error = %other, "relay upstream unavailable");
-            RpcError::new(
-                502,
-                code::UPSTREAM_UNAVAILABLE,
+            RpcError::of(
+                Failure::UpstreamUnavailable,
                 "Bad Gateway: the upstream MCP server is unavailable",
             )
         }
@@ -371,9 +370,8 @@ fn upstream_error(e: &BackendError) -> RpcError {
 }
 
 fn method_not_allowed() -> RpcError {
-    let mut err = RpcError::new(
-        405,
-        code::INVALID_REQUEST,
+    let mut err = RpcError::of(
+        Failure::MethodNotAllowed,
         "Method Not Allowed: this MCP endpoint accepts POST, GET and DELETE",
     );
     err.headers

@@ -14,8 +14,9 @@
 pub mod aap;
 pub mod access;
 pub mod auth;
-pub mod backend;
 pub mod config;
+pub mod context;
+pub mod error;
 pub mod exchange;
 pub mod json;
 pub mod mcp;
@@ -23,3 +24,7 @@ pub mod metrics;
 pub mod peer;
 pub mod state;
 pub mod util;
+
+/// The backend port, beside the contract that calls it (`aap::backend`); re-exported at the
+/// root because every implementation in the gateway crate names it.
+pub use aap::backend;

@@ -189,25 +189,26 @@ pub fn render() -> String {
     String::from_utf8(buf).unwrap_or_default()
 }
 
-/// Record one finished request.
-pub fn record(tenant: &str, out: &crate::mcp::server::Outcome, status: u16, seconds: f64) {
+/// Record one finished request (called only by `RequestCtx::logging`, with
+/// the same record the access line is written from).
+pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
     let m = &*METRICS;
-    let skill = out.skill.unwrap_or("-");
+    let (tenant, skill) = (r.tenant, r.skill);
     m.requests
         .with_label_values(&[
             tenant,
-            "mcp",
-            out.revision.unwrap_or("-"),
+            r.binding,
+            r.mcp_revision,
             skill,
-            out.outcome.as_str(),
-            &status.to_string(),
+            r.outcome,
+            &r.status.to_string(),
         ])
         .inc();
     m.latency.with_label_values(&[tenant]).observe(seconds);
-    for h in &out.filled {
+    for h in r.filled {
         m.filled.with_label_values(&[tenant, h]).inc();
     }
-    match out.outcome.as_str() {
+    match r.outcome {
         "-32020" => m.conflicts.with_label_values(&[tenant]).inc(),
         "replay" => m.replays.with_label_values(&[tenant]).inc(),
         "throttled" => m.throttled.with_label_values(&[tenant, "http"]).inc(),

@@ -7,7 +7,7 @@ use super::error::{aap_error, field_error, in_flight_error, is_aap_error, ErrorC
 use super::payload::Payload;
 use super::schemas::SchemaSet;
 use super::skill::Skill;
-use crate::backend::{Backend, BackendError, Forward, SkillCall};
+use crate::aap::backend::{Backend, BackendError, Forward, SkillCall};
 use crate::json::Doc;
 use crate::state::{Begin, Bucket, Claim, SharedState, Take};
 use crate::util::{canonical_json, parse_rfc3339, sha256_hex};
@@ -68,7 +68,7 @@ pub enum UpstreamFault {
     Timeout,
     /// The upstream answered an MCP protocol error; it reaches the client
     /// as that JSON-RPC error.
-    Protocol(crate::backend::ProtocolError),
+    Protocol(crate::aap::backend::ProtocolError),
 }
 
 #[derive(Debug)]
@@ -345,7 +345,7 @@ impl Contract {
     fn checked_doc(&self, skill: Skill, doc: Doc) -> Result<ToolOutcome, Option<Value>> {
         if doc.has_integral_float() {
             let mut tree = doc.to_value();
-            crate::backend::normalize_numbers(&mut tree);
+            crate::aap::backend::normalize_numbers(&mut tree);
             return Err(Some(tree));
         }
         if !self.schemas.result_holds(skill, &doc) {

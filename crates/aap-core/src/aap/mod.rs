@@ -1,6 +1,8 @@
-//! The AAP contract shared by every binding and backend.
+//! The AAP contract shared by every binding and backend: skills, schemas, payloads, cursors,
+//! errors, the catalog, the contract every call passes and the backend port it calls.
 
 pub mod arguments;
+pub mod backend;
 pub mod catalog;
 pub mod contract;
 pub mod cursor;

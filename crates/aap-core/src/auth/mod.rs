@@ -5,8 +5,8 @@
 //! Tokens are never logged and never forwarded: the verified subject is the
 //! only thing that leaves this module.
 
+use crate::error::{Failure, RpcError};
 use crate::exchange::HttpResponse;
-use crate::mcp::jsonrpc::{code, RpcError};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -435,31 +435,34 @@ impl Authenticator {
     /// [`code::UNAUTHORIZED`], and the `WWW-Authenticate` challenge header.
     pub fn refusal(&self, denial: &Denial) -> RpcError {
         let mut parts = vec![format!("resource_metadata=\"{}\"", self.metadata_url)];
-        let (status, message) = match denial {
+        let (kind, message) = match denial {
             Denial::Missing { scope } => {
                 if let Some(s) = scope {
                     parts.push(format!("scope=\"{s}\""));
                 }
                 (
-                    401,
+                    Failure::Unauthorized,
                     "Unauthorized: this operation needs an OAuth access token".to_string(),
                 )
             }
             Denial::Invalid { description } => {
                 parts.push("error=\"invalid_token\"".into());
                 parts.push(format!("error_description=\"{description}\""));
-                (401, format!("Unauthorized: {description}"))
+                (
+                    Failure::Unauthorized,
+                    format!("Unauthorized: {description}"),
+                )
             }
             Denial::InsufficientScope { scope } => {
                 parts.push("error=\"insufficient_scope\"".into());
                 parts.push(format!("scope=\"{scope}\""));
                 (
-                    403,
+                    Failure::InsufficientScope,
                     format!("Forbidden: this operation needs scope {scope}"),
                 )
             }
         };
-        let mut e = RpcError::new(status, code::UNAUTHORIZED, message);
+        let mut e = RpcError::of(kind, message);
         e.headers.push((
             "www-authenticate".into(),
             format!("Bearer {}", parts.join(", ")),

@@ -12,41 +12,7 @@ use serde_json::{Map, Value};
 use std::cell::Cell;
 use std::fmt;
 
-/// JSON-RPC and MCP error codes the gateway emits (the table in README.md,
-/// "JSON-RPC error codes").
-///
-/// MCP 2026-07-28 reserves -32020..-32099 for codes its specification
-/// defines, and the gateway emits only those it defines there (-32020,
-/// -32022). Its own codes sit in -32000..-32019, which the specification
-/// leaves to implementations. Codes an upstream sends are passed on as they
-/// are (see `upstream_protocol_error` in `mcp::server`).
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// 2025-11-25 sessions only: unknown or expired `Mcp-Session-Id` (with
-    /// HTTP 404, the code the MCP SDKs use). A 2026-07-28 request never gets
-    /// it: modern MCP has no protocol sessions, so its `Mcp-Session-Id` is
-    /// ignored.
-    pub const SESSION_NOT_FOUND: i64 = -32001;
-    /// Gateway throttling (carried with HTTP 429 and `Retry-After`).
-    pub const RATE_LIMITED: i64 = -32013;
-    /// Authorization failures (carried with HTTP 401/403 and a
-    /// `WWW-Authenticate` challenge).
-    pub const UNAUTHORIZED: i64 = -32010;
-    /// The upstream could not be reached (HTTP 502; nothing was executed).
-    pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
-    /// The upstream did not answer in time (HTTP 504; outcome unknown).
-    pub const UPSTREAM_TIMEOUT: i64 = -32012;
-    /// MCP 2026-07-28 HeaderMismatch.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// MCP 2026-07-28 UnsupportedProtocolVersion.
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-    /// The range MCP 2026-07-28 reserves for codes its specification defines.
-    pub const SPEC_RESERVED: std::ops::RangeInclusive<i64> = -32099..=-32020;
-}
+pub use crate::error::{code, RpcError};
 
 /// A JSON-RPC id: MCP allows strings and integers, never null.
 pub type RequestId = Value;
@@ -93,60 +59,6 @@ impl Message {
             Message::Request { id, .. } | Message::Response { id } => Some(id),
             Message::Notification { .. } => None,
         }
-    }
-}
-
-/// A JSON-RPC error with the HTTP status the gateway answers it with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    pub http_status: u16,
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Box<Value>>,
-    /// Extra response headers (e.g. `WWW-Authenticate`).
-    pub headers: Vec<(String, String)>,
-}
-
-impl RpcError {
-    pub fn new(http_status: u16, code: i64, message: impl Into<String>) -> Self {
-        RpcError {
-            http_status,
-            code,
-            message: message.into(),
-            data: None,
-            headers: Vec::new(),
-        }
-    }
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(Box::new(data));
-        self
-    }
-    pub fn parse(message: impl Into<String>) -> Self {
-        Self::new(400, code::PARSE_ERROR, message)
-    }
-    pub fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(400, code::INVALID_REQUEST, message)
-    }
-    pub fn header_mismatch(message: impl Into<String>) -> Self {
-        Self::new(400, code::HEADER_MISMATCH, message)
-    }
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(400, code::INVALID_PARAMS, message)
-    }
-
-    /// Render as a JSON-RPC error object (`id` is null when unknown).
-    pub fn to_body(&self, id: Option<&RequestId>) -> Value {
-        let mut error = Map::new();
-        error.insert("code".into(), Value::from(self.code));
-        error.insert("message".into(), Value::from(self.message.clone()));
-        if let Some(data) = &self.data {
-            error.insert("data".into(), (**data).clone());
-        }
-        let mut body = Map::new();
-        body.insert("jsonrpc".into(), Value::from("2.0"));
-        body.insert("id".into(), id.cloned().unwrap_or(Value::Null));
-        body.insert("error".into(), Value::Object(error));
-        Value::Object(body)
     }
 }
 

@@ -104,18 +104,16 @@ pub fn check_post(
     content_type: Option<&str>,
     accept: Option<&str>,
 ) -> Result<ResponseMedia, super::jsonrpc::RpcError> {
-    use super::jsonrpc::{code, RpcError};
+    use crate::error::{Failure, RpcError};
     if !is_json_content_type(content_type) {
-        return Err(RpcError::new(
-            415,
-            code::INVALID_REQUEST,
+        return Err(RpcError::of(
+            Failure::UnsupportedMediaType,
             "Unsupported Media Type: Content-Type must be application/json",
         ));
     }
     negotiate(accept).ok_or_else(|| {
-        RpcError::new(
-            406,
-            code::INVALID_REQUEST,
+        RpcError::of(
+            Failure::NotAcceptable,
             "Not Acceptable: the client must accept application/json or text/event-stream",
         )
     })

@@ -2,7 +2,8 @@
 //! revision is resolved from its body, its headers and its own session.
 
 use super::headers::MirrorHeaders;
-use super::jsonrpc::{code, Message, RpcError};
+use super::jsonrpc::{Message, RpcError};
+use crate::error::Failure;
 use serde_json::{json, Map, Value};
 
 pub const MODERN: &str = "2026-07-28";
@@ -40,9 +41,7 @@ impl Revision {
 }
 
 pub fn unsupported_version(requested: &str) -> RpcError {
-    RpcError::new(
-        400,
-        code::UNSUPPORTED_PROTOCOL_VERSION,
+    RpcError::of(Failure::UnsupportedVersion,
         if requested.is_empty() {
             "Unsupported protocol version: none was supplied. Send MCP-Protocol-Version, or params._meta[\"io.modelcontextprotocol/protocolVersion\"] for 2026-07-28, or initialize first for 2025-11-25".to_string()
         } else {

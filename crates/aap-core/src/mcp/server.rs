@@ -7,15 +7,17 @@
 //! method dispatch.
 
 use super::headers::{self, read_mirror_headers, MirrorHeaders};
-use super::jsonrpc::{self, code, result_body, Message, RpcError};
+use super::jsonrpc::{self, result_body, Message, RpcError};
 use super::media::{self, ResponseMedia};
 use super::result::{tool_message, ToolResult};
 use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
 use crate::aap::arguments::Arguments;
+use crate::aap::backend::{Forward, ProtocolError};
 use crate::aap::contract::{Contract, ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
-use crate::backend::{Forward, ProtocolError};
+use crate::context::RequestCtx;
+use crate::error::Failure;
 use crate::exchange::{BodyStream, HttpRequest, HttpResponse};
 use crate::json::Doc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -42,18 +44,6 @@ pub struct Endpoint {
     pub auth: Option<Arc<crate::auth::Authenticator>>,
     pub tenant_bucket: Option<crate::state::Bucket>,
     pub caller_bucket: Option<crate::state::Bucket>,
-}
-
-/// What happened, for the access log and metrics. Never holds arguments.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    pub revision: Option<&'static str>,
-    pub method: Option<String>,
-    pub skill: Option<&'static str>,
-    /// `ok`, `replay`, an AAP error code, or a JSON-RPC error code.
-    pub outcome: String,
-    /// Mirror headers the gateway derived because the client omitted them.
-    pub filled: Vec<&'static str>,
 }
 
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -143,9 +133,8 @@ pub fn origin_allowed(allowed: &[String], req: &HttpRequest) -> bool {
 }
 
 pub fn origin_refused() -> RpcError {
-    RpcError::new(
-        403,
-        code::INVALID_REQUEST,
+    RpcError::of(
+        Failure::OriginRefused,
         "Forbidden: Origin is not allowed for this endpoint",
     )
 }
@@ -173,7 +162,7 @@ impl Endpoint {
         &self,
         err: &RpcError,
         id: Option<&Value>,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> HttpResponse {
         out.outcome = err.code.to_string();
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
@@ -199,9 +188,8 @@ impl Endpoint {
     }
 
     fn method_not_allowed(&self) -> RpcError {
-        let mut err = RpcError::new(
-            405,
-            code::INVALID_REQUEST,
+        let mut err = RpcError::of(
+            Failure::MethodNotAllowed,
             format!(
                 "Method Not Allowed: this MCP endpoint accepts {}",
                 self.allow_methods()
@@ -217,7 +205,7 @@ impl Endpoint {
         &self,
         req: &HttpRequest,
         caller: &CallerCtx<'_>,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> HttpResponse {
         if !origin_allowed(&self.allowed_origins, req) {
             return self.error_response(&origin_refused(), self.early_id(req).as_ref(), out);
@@ -237,7 +225,7 @@ impl Endpoint {
         }
     }
 
-    fn delete(&self, req: &HttpRequest, out: &mut Outcome) -> HttpResponse {
+    fn delete(&self, req: &HttpRequest, out: &mut RequestCtx) -> HttpResponse {
         let Some(store) = &self.sessions else {
             return HttpResponse::new(405);
         };
@@ -248,9 +236,8 @@ impl Endpoint {
             }
             Ok(Some(_)) => self.error_response(&session_not_found(), None, out),
             Ok(None) => self.error_response(
-                &RpcError::new(
-                    400,
-                    code::INVALID_REQUEST,
+                &RpcError::of(
+                    Failure::InvalidRequest,
                     "Bad Request: DELETE needs the Mcp-Session-Id header",
                 ),
                 None,
@@ -264,7 +251,7 @@ impl Endpoint {
         &self,
         req: &HttpRequest,
         caller: &CallerCtx<'_>,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> HttpResponse {
         let framing =
             match media::check_post(req.header_str("content-type"), req.header_str("accept")) {
@@ -324,7 +311,7 @@ impl Endpoint {
         message: &Message,
         caller: &CallerCtx<'_>,
         stream_ok: bool,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<Reply, RpcError> {
         let mirror =
             read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))?;
@@ -372,7 +359,7 @@ impl Endpoint {
                     out.filled.push("MCP-Protocol-Version");
                 }
                 if rev == Revision::Legacy && self.sessions.is_some() && session_version.is_none() {
-                    return Err(RpcError::new(400, code::INVALID_REQUEST,
+                    return Err(RpcError::of(Failure::InvalidRequest,
                         "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
                 }
                 let name = self.check_name(method, params.as_ref(), &mirror, out)?;
@@ -415,7 +402,7 @@ impl Endpoint {
         method: &str,
         params: Option<&'m Map<String, Value>>,
         mirror: &MirrorHeaders,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<Option<&'m str>, RpcError> {
         if method != "tools/call" {
             if mirror.name.is_some() {
@@ -428,9 +415,8 @@ impl Endpoint {
         let name = match params.and_then(|p| p.get("name")) {
             Some(Value::String(s)) => s.as_str(),
             _ => {
-                return Err(RpcError::new(
-                    200,
-                    code::INVALID_PARAMS,
+                return Err(RpcError::of(
+                    Failure::ParamsRefused,
                     "Invalid params: tools/call needs params.name (string)",
                 ))
             }
@@ -483,7 +469,7 @@ impl Endpoint {
         &self,
         message: &Message,
         mirror: &MirrorHeaders,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<Reply, RpcError> {
         let Message::Request { id, params, .. } = message else {
             return Err(RpcError::invalid_request(
@@ -500,9 +486,8 @@ impl Endpoint {
             .and_then(|p| p.get("protocolVersion"))
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                RpcError::new(
-                    400,
-                    code::INVALID_PARAMS,
+                RpcError::of(
+                    Failure::InvalidParams,
                     "Invalid params: initialize needs params.protocolVersion",
                 )
             })?;
@@ -511,9 +496,8 @@ impl Endpoint {
             .and_then(|p| p.get("capabilities"))
             .is_some_and(|c| !c.is_object())
         {
-            return Err(RpcError::new(
-                400,
-                code::INVALID_PARAMS,
+            return Err(RpcError::of(
+                Failure::InvalidParams,
                 "Invalid params: capabilities must be an object",
             ));
         }
@@ -545,7 +529,7 @@ impl Endpoint {
         params: Option<&Map<String, Value>>,
         name: Option<&str>,
         caller: &CallerCtx<'_>,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let rev = ctx.rev;
         if method == "tools/call" {
@@ -569,11 +553,10 @@ impl Endpoint {
             }
             ("tools/list", _) => self.list_tools(params, cache_scope),
             ("ping", Revision::Legacy) => Ok(json!({})),
-            _ => Err(RpcError::new(
-                // Legacy clients read 404 as "session expired", so only the
-                // modern revision gets the 404 its spec defines.
-                if rev == Revision::Modern { 404 } else { 200 },
-                code::METHOD_NOT_FOUND,
+            _ => Err(RpcError::of(
+                Failure::MethodNotFound {
+                    modern: rev == Revision::Modern,
+                },
                 "Method not found",
             )),
         };
@@ -590,16 +573,14 @@ impl Endpoint {
             Some(Value::String(c)) => decode_list_cursor(c)
                 .filter(|o| *o < self.tools.len())
                 .ok_or_else(|| {
-                    RpcError::new(
-                        200,
-                        code::INVALID_PARAMS,
+                    RpcError::of(
+                        Failure::ParamsRefused,
                         "Invalid params: unknown tools/list cursor; list again without a cursor",
                     )
                 })?,
             Some(_) => {
-                return Err(RpcError::new(
-                    200,
-                    code::INVALID_PARAMS,
+                return Err(RpcError::of(
+                    Failure::ParamsRefused,
                     "Invalid params: cursor must be a string",
                 ))
             }
@@ -622,23 +603,25 @@ impl Endpoint {
         params: Option<&Map<String, Value>>,
         name: &str,
         caller: &CallerCtx<'_>,
-        out: &mut Outcome,
+        out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let skill = Skill::from_tool_name(name)
             .filter(|s| self.tools.iter().any(|t| t["name"] == s.tool_name()))
-            .ok_or_else(|| RpcError::new(200, code::INVALID_PARAMS, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
+            .ok_or_else(|| RpcError::of(Failure::ParamsRefused, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
         if let Some(auth) = caller.auth {
             if let Err(denial) = auth.authorize(skill.id(), caller.principal) {
                 let challenge = auth.challenge(&denial);
-                let mut e = RpcError::new(
-                    challenge.status,
-                    code::UNAUTHORIZED,
-                    match challenge.status {
-                        403 => "Forbidden: the access token lacks the scope this tool needs",
-                        _ => "Unauthorized: this tool needs an OAuth access token",
-                    },
-                );
+                let mut e = match challenge.status {
+                    403 => RpcError::of(
+                        Failure::InsufficientScope,
+                        "Forbidden: the access token lacks the scope this tool needs",
+                    ),
+                    _ => RpcError::of(
+                        Failure::Unauthorized,
+                        "Unauthorized: this tool needs an OAuth access token",
+                    ),
+                };
                 e.headers = challenge
                     .headers
                     .into_iter()
@@ -722,7 +705,7 @@ impl Endpoint {
                 }
             }
             let done = call.await.map_err(|_| call_task_failed());
-            let mut scratch = Outcome::default();
+            let mut scratch = RequestCtx::default();
             let answer = done.and_then(|d| tool_answer(d, finisher.rev, &mut scratch));
             if !client_gone {
                 let _ = btx.send(finisher.event(answer)).await;
@@ -779,9 +762,7 @@ fn sse_frame(message: &[u8]) -> Bytes {
 }
 
 fn call_task_failed() -> RpcError {
-    RpcError::new(
-        500,
-        code::INTERNAL_ERROR,
+    RpcError::of(Failure::Internal,
         "Internal error: the call could not complete; retry a lead only with the same idempotency_key",
     )
 }
@@ -790,11 +771,11 @@ fn call_task_failed() -> RpcError {
 fn tool_answer(
     done: Result<ToolOutcome, UpstreamFault>,
     rev: Revision,
-    out: &mut Outcome,
+    out: &mut RequestCtx,
 ) -> Result<ToolResult, RpcError> {
     let outcome = done.map_err(|fault| match fault {
-        UpstreamFault::Unavailable => RpcError::new(502, code::UPSTREAM_UNAVAILABLE, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
-        UpstreamFault::Timeout => RpcError::new(504, code::UPSTREAM_TIMEOUT, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
+        UpstreamFault::Unavailable => RpcError::of(Failure::UpstreamUnavailable, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
+        UpstreamFault::Timeout => RpcError::of(Failure::UpstreamTimeout, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
         UpstreamFault::Protocol(e) => upstream_protocol_error(e, rev),
     })?;
     out.outcome = outcome.outcome;
@@ -814,7 +795,7 @@ fn upstream_protocol_error(e: ProtocolError, rev: Revision) -> RpcError {
         (_, -32601) => 404,
         _ => 200,
     };
-    let mut err = RpcError::new(status, e.code, e.message);
+    let mut err = RpcError::passthrough(status, e.code, e.message);
     err.data = e.data.map(Box::new);
     err
 }
@@ -870,17 +851,15 @@ fn session_header(req: &HttpRequest) -> Result<Option<String>, RpcError> {
 }
 
 fn session_not_found() -> RpcError {
-    RpcError::new(
-        404,
-        code::SESSION_NOT_FOUND,
+    RpcError::of(
+        Failure::SessionNotFound,
         "Session not found: initialize again without Mcp-Session-Id",
     )
 }
 
 pub fn body_too_large(limit: usize) -> RpcError {
-    RpcError::new(
-        413,
-        code::INVALID_REQUEST,
+    RpcError::of(
+        Failure::PayloadTooLarge,
         format!("Payload Too Large: the body exceeds {limit} bytes"),
     )
 }
