@@ -1,8 +1,7 @@
 //! The `mcp` backend against real MCP servers (tests/upstreams): the strict
 //! PyPI mcp 2.3.0 server and the legacy-only npm sdk 1.32.2 server.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 fn mcp_backend(peers: &[String], revision: &str, extra: &str) -> String {

@@ -4,8 +4,7 @@
 //! a file), the read-only endpoints open, and SIGTERM's drain (`/readyz` 503
 //! while the public listener still answers) and bounded exit.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

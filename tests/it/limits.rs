@@ -1,7 +1,6 @@
 //! HTTP-level throttling, shared state on a real Redis, hardening limits.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! the captured log holds none of them, yet does hold one structured line per
 //! request.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const SECRET_TOKEN: &str = "eyJsecret-token-value-do-not-log.abc.def";

@@ -203,7 +203,7 @@ impl Gateway {
     }
 
     /// SIGKILL: no chance to flush anything not already durable.
-    pub fn kill9(&mut self) {
+    fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             c.kill().ok();
             c.wait().ok();

@@ -1,8 +1,7 @@
 //! Operations: Prometheus metrics, hot reload (admin endpoint and SIGHUP)
 //! under load, health endpoints.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

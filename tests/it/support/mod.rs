@@ -1,6 +1,5 @@
 //! Test harness shared by every integration test: the real binary on free
 //! loopback ports, a raw HTTP client, MCP builders and upstream peers.
-#![allow(dead_code, unused_imports)]
 
 mod http;
 mod mcp;

@@ -5,8 +5,7 @@
 //! sends leads. Every test counts leads at the sink: one per key, and the
 //! lead id the client was told.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

@@ -3,8 +3,7 @@
 //! sessions, early refusals carry the request id, and peer host names are
 //! resolved when the backend is built, never while a config is validated.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpListener;

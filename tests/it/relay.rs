@@ -2,8 +2,7 @@
 //! every method is forwarded, mirror headers are checked and filled, the
 //! upstream's own sessions and event streams pass through.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 fn relay_backend(peers: &[String], extra: &str) -> String {

@@ -2,8 +2,7 @@
 //! tests/upstreams/a2a_agent.py), which requires `A2A-Version`,
 //! `A2A-Extensions` with the exact AAP URI, and (here) its own Bearer token.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "a2a-upstream-secret";

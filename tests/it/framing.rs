@@ -2,8 +2,7 @@
 //! (RFC 9110/9112), pipelining, 100-continue, lingering close, connection
 //! limits, and transport answers that carry a JSON-RPC body and are logged.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,6 @@
 //! MCP ingress rules over real HTTP against the real binary.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const H_ALL: [(&str, &str); 2] = [
