@@ -801,7 +801,7 @@ fn a_reserialized_lead_is_the_same_lead() {
 #[test]
 fn a_timed_out_lead_is_settled_by_the_operator() {
     // An upstream that accepts connections and never answers.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         let mut held = Vec::new();

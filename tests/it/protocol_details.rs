@@ -40,7 +40,7 @@ fn search() -> Value {
 
 /// A peer that accepts connections and never answers.
 fn silent_peer() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let accept = l.try_clone().unwrap();
     std::thread::spawn(move || {
@@ -57,7 +57,7 @@ fn silent_peer() -> (TcpListener, u16) {
 
 /// A peer that answers every request with one fixed JSON-RPC result.
 fn answering_peer() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for s in l.incoming() {

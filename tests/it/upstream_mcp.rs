@@ -284,7 +284,7 @@ fn lead_to_dead_upstream_is_502_and_never_duplicated() {
 #[test]
 fn read_timeout_is_504() {
     // A TCP listener that accepts and never answers.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let hold = std::thread::spawn(move || {
         let mut held = Vec::new();
@@ -517,7 +517,7 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
 /// `payloads` as `structuredContent`, written verbatim into the frame.
 fn canned_upstream(payloads: Vec<String>) -> (u16, std::thread::JoinHandle<()>) {
     use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let serve = std::thread::spawn(move || {
         let mut payloads = payloads.into_iter();

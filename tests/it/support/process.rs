@@ -23,17 +23,22 @@ pub fn repo() -> PathBuf {
 /// just-released port to the next `bind(0)`, so a port meant to stay dead
 /// could otherwise become another gateway's listener.
 pub fn free_port() -> u16 {
+    listener().local_addr().unwrap().port()
+}
+
+/// A loopback listener for a test's own stand-in peer, on a port
+/// [`free_port`] has not handed out and now never will: every test shares
+/// this process, so a bare `bind(0)` could take the port a gateway started
+/// by another test is about to bind.
+pub fn listener() -> TcpListener {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
         if !given.contains(&port) {
             given.push(port);
-            return port;
+            return l;
         }
     }
 }
