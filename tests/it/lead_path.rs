@@ -332,11 +332,7 @@ fn upgrade_under_lead_load_loses_and_duplicates_nothing() {
         let child = gw.spawn_upgrade(&new_log);
         new_child = Some(child);
         std::thread::sleep(Duration::from_millis(700));
-        assert!(Command::new("kill")
-            .args(["-QUIT", &old_pid.to_string()])
-            .status()
-            .unwrap()
-            .success());
+        signal(old_pid, "QUIT");
         let mut old = gw.child.take().unwrap();
         let status = wait_exit(&mut old, Duration::from_secs(30));
         let log = std::fs::read_to_string(&new_log).unwrap_or_default();
