@@ -1,4 +1,5 @@
-//! MCP ingress rules over real HTTP against the real binary.
+//! MCP ingress rules over real HTTP against the real binary: discovery,
+//! headers, media types, Origin, versions, legacy sessions, startup errors.
 
 use crate::support::*;
 use serde_json::{json, Value};

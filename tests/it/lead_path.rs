@@ -1,5 +1,7 @@
-//! The lead path under process faults, over real processes and sockets:
-//! offline commands beside a live gateway, a second `run` on one state
+//! The lead path under process faults (offline commands, a second `run`, an
+//! upgrade, SIGKILL on shared Redis): one lead per key at the sink.
+//!
+//! Offline commands beside a live gateway, a second `run` on one state
 //! directory, a graceful upgrade under lead load, and instances killed with
 //! SIGKILL mid-load on shared Redis state, for every backend kind that
 //! sends leads. Every test counts leads at the sink: one per key, and the

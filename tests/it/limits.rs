@@ -1,4 +1,5 @@
-//! HTTP-level throttling, shared state on a real Redis, hardening limits.
+//! HTTP-level throttling, shared state on a real Redis, and hardening
+//! limits (oversized heads, slow heads and bodies, idle connections).
 
 use crate::support::*;
 use serde_json::json;

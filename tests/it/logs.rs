@@ -1,6 +1,5 @@
-//! Log hygiene: after traffic carrying known secrets and customer values,
-//! the captured log holds none of them, yet does hold one structured line per
-//! request.
+//! Log hygiene: after traffic carrying known secrets and customer values, the
+//! log holds none of them, yet one structured line per request.
 
 use crate::support::*;
 use serde_json::{json, Value};

@@ -1,5 +1,5 @@
-//! Operations: Prometheus metrics, hot reload (admin endpoint and SIGHUP)
-//! under load, health endpoints.
+//! Operations over real processes: metrics, hot reload under load, TLS and
+//! its certificate reload, SIGTERM's drain and the graceful upgrade.
 
 use crate::support::*;
 use serde_json::json;

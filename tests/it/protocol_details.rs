@@ -1,7 +1,10 @@
-//! Protocol details over real HTTP: the gateway's own JSON-RPC codes stay out
-//! of the range MCP 2026-07-28 reserves, modern requests ignore legacy
-//! sessions, early refusals carry the request id, and peer host names are
-//! resolved when the backend is built, never while a config is validated.
+//! Protocol details over real HTTP: JSON-RPC codes outside MCP's reserved
+//! range, request ids on early refusals, peer host names resolved late.
+//!
+//! The gateway's own JSON-RPC codes stay out of the range MCP 2026-07-28
+//! reserves, modern requests ignore legacy sessions, early refusals carry
+//! the request id, and peer host names are resolved when the backend is
+//! built, never while a config is validated.
 
 use crate::support::*;
 use serde_json::{json, Value};
