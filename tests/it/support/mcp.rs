@@ -9,9 +9,13 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// The MCP endpoint of the shipped config's tenant `demo-toyota`.
 pub const ENDPOINT: &str = "/aap/3.0.0/demo-toyota/mcp";
+/// The modern MCP revision (`_meta`, no handshake) and the legacy one.
 pub const MODERN: &str = "2026-07-28";
 pub const LEGACY: &str = "2025-11-25";
+
+/// Requests to [`ENDPOINT`] on a started gateway.
 impl Gateway {
     pub fn post(&self, headers: &[(&str, &str)], body: &str) -> Resp {
         let mut h: Vec<(&str, &str)> = vec![("Content-Type", "application/json")];
@@ -40,7 +44,6 @@ impl Gateway {
         )
     }
 
-    /// The structuredContent of a modern tools/call.
     /// The `aap.error` code of a call that must fail, and the payload.
     pub fn aap_error_code(&self, name: &str, arguments: Value) -> (String, Value) {
         let (is_err, sc) = self.call_sc(name, arguments);
@@ -52,6 +55,8 @@ impl Gateway {
         (code, sc)
     }
 
+    /// A modern tools/call that must complete: whether it is an error, and its
+    /// structuredContent (checked equal to the text block).
     pub fn call_sc(&self, name: &str, arguments: Value) -> (bool, Value) {
         let r = self.call(name, arguments);
         assert_eq!(r.status, 200, "{}", r.text());
