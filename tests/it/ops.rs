@@ -1,8 +1,7 @@
-//! Operations: Prometheus metrics, hot reload (admin endpoint and SIGHUP)
-//! under load, health endpoints.
+//! Operations over real processes: metrics, hot reload under load, TLS and
+//! its certificate reload, SIGTERM's drain and the graceful upgrade.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -164,11 +163,7 @@ fn reload_under_load_has_zero_failures() {
         )
         .unwrap();
         let pid = gw.child.as_ref().unwrap().id();
-        assert!(std::process::Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success());
+        signal(pid, "HUP");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while request(gw.admin, "GET", "/readyz", &[], b"").json()["config_generation"] != 3 {
             assert!(

@@ -7,8 +7,7 @@
 //! `Mcp-Name`) itself; the access log proves the gateway had nothing to fill
 //! in. Results are asserted by shape and behaviour, not by demo data values.
 
-mod common;
-use common::*;
+use crate::support::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;

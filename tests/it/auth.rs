@@ -1,8 +1,7 @@
 //! OAuth resource-server behaviour over real HTTP with locally minted
 //! RS256 and ES256 tokens (test keys in tests/keys/).
 
-mod common;
-use common::*;
+use crate::support::*;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 

@@ -1,9 +1,11 @@
-//! `kind = "relay"` against the real strict MCP server (PyPI mcp 2.3.0):
-//! every method is forwarded, mirror headers are checked and filled, the
-//! upstream's own sessions and event streams pass through.
+//! `kind = "relay"` against the real strict MCP server: methods forwarded,
+//! mirror headers filled, upstream sessions and event streams passed on.
+//!
+//! The server is PyPI mcp 2.3.0's; every method is forwarded, mirror
+//! headers are checked and filled, the upstream's own sessions and event
+//! streams pass through.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 fn relay_backend(peers: &[String], extra: &str) -> String {

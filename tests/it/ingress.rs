@@ -1,7 +1,7 @@
-//! MCP ingress rules over real HTTP against the real binary.
+//! MCP ingress rules over real HTTP against the real binary: discovery,
+//! headers, media types, Origin, versions, legacy sessions, startup errors.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const H_ALL: [(&str, &str); 2] = [
@@ -611,7 +611,7 @@ fn a_port_in_use_exits_1_naming_the_listener() {
     // stop with a clear message, not keep running with a dead port. Pingora
     // retries a bind that finds the address in use for 30 s (a graceful
     // upgrade may still be releasing it), so this takes that long.
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = listener();
     let addr = taken.local_addr().unwrap().to_string();
     let state = temp_dir("taken");
     let config = state.join("gateway.toml");

@@ -1,9 +1,11 @@
-//! The HTTP/1.1 edge over raw sockets and real clients: strict framing
-//! (RFC 9110/9112), pipelining, 100-continue, lingering close, connection
-//! limits, and transport answers that carry a JSON-RPC body and are logged.
+//! The HTTP/1.1 edge over raw sockets and real clients: strict framing,
+//! connection limits, transport answers with a JSON-RPC body.
+//!
+//! Strict framing (RFC 9110/9112), pipelining, 100-continue, lingering
+//! close, connection limits, and transport answers that carry a JSON-RPC
+//! body and are logged.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,9 +1,7 @@
-//! Log hygiene: after traffic carrying known secrets and customer values,
-//! the captured log holds none of them, yet does hold one structured line per
-//! request.
+//! Log hygiene: after traffic carrying known secrets and customer values, the
+//! log holds none of them, yet one structured line per request.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const SECRET_TOKEN: &str = "eyJsecret-token-value-do-not-log.abc.def";

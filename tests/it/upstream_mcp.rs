@@ -1,8 +1,7 @@
 //! The `mcp` backend against real MCP servers (tests/upstreams): the strict
 //! PyPI mcp 2.3.0 server and the legacy-only npm sdk 1.32.2 server.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 fn mcp_backend(peers: &[String], revision: &str, extra: &str) -> String {
@@ -285,7 +284,7 @@ fn lead_to_dead_upstream_is_502_and_never_duplicated() {
 #[test]
 fn read_timeout_is_504() {
     // A TCP listener that accepts and never answers.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let hold = std::thread::spawn(move || {
         let mut held = Vec::new();
@@ -518,7 +517,7 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
 /// `payloads` as `structuredContent`, written verbatim into the frame.
 fn canned_upstream(payloads: Vec<String>) -> (u16, std::thread::JoinHandle<()>) {
     use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let serve = std::thread::spawn(move || {
         let mut payloads = payloads.into_iter();

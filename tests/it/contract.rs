@@ -1,9 +1,8 @@
 //! The AAP contract: schema corpus, host-compat equivalence, catalog, typed
 //! errors, consent, idempotency and quota over real HTTP.
 
-mod common;
+use crate::support::*;
 use aap_gateway::aap::schemas::{compile, host_compat_input, SchemaSet};
-use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 

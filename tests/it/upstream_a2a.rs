@@ -1,9 +1,11 @@
-//! The `a2a` backend against the real A2A 1.0 agent (PyPI a2a-sdk 1.3.0,
-//! tests/upstreams/a2a_agent.py), which requires `A2A-Version`,
-//! `A2A-Extensions` with the exact AAP URI, and (here) its own Bearer token.
+//! The `a2a` backend against the real A2A 1.0 agent from tests/upstreams:
+//! the round trip, extension URI and token checks, a killed agent.
+//!
+//! The agent (PyPI a2a-sdk 1.3.0, tests/upstreams/a2a_agent.py) requires
+//! `A2A-Version`, `A2A-Extensions` with the exact AAP URI, and (here) its
+//! own Bearer token.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "a2a-upstream-secret";

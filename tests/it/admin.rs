@@ -1,11 +1,12 @@
-//! The admin listener's lock and the shutdown sequence, over real processes:
-//! the token on POST /reload and POST /idempotency/resolve (required,
+//! The admin listener over real processes: the admin token on the mutating
+//! endpoints, and SIGTERM's drain and bounded exit.
+//!
+//! The token on POST /reload and POST /idempotency/resolve (required,
 //! refused, accepted; locked with 403 when none is configured; rotated from
 //! a file), the read-only endpoints open, and SIGTERM's drain (`/readyz` 503
 //! while the public listener still answers) and bounded exit.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,7 @@
 //! Hostile input over real HTTP: every case gets a clear error, the gateway
 //! never panics or hangs, and it keeps serving afterwards.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 
 fn head(extra: &str, len: usize) -> String {

@@ -1,12 +1,13 @@
-//! The lead path under process faults, over real processes and sockets:
-//! offline commands beside a live gateway, a second `run` on one state
+//! The lead path under process faults (offline commands, a second `run`, an
+//! upgrade, SIGKILL on shared Redis): one lead per key at the sink.
+//!
+//! Offline commands beside a live gateway, a second `run` on one state
 //! directory, a graceful upgrade under lead load, and instances killed with
 //! SIGKILL mid-load on shared Redis state, for every backend kind that
 //! sends leads. Every test counts leads at the sink: one per key, and the
 //! lead id the client was told.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -333,11 +334,7 @@ fn upgrade_under_lead_load_loses_and_duplicates_nothing() {
         let child = gw.spawn_upgrade(&new_log);
         new_child = Some(child);
         std::thread::sleep(Duration::from_millis(700));
-        assert!(Command::new("kill")
-            .args(["-QUIT", &old_pid.to_string()])
-            .status()
-            .unwrap()
-            .success());
+        signal(old_pid, "QUIT");
         let mut old = gw.child.take().unwrap();
         let status = wait_exit(&mut old, Duration::from_secs(30));
         let log = std::fs::read_to_string(&new_log).unwrap_or_default();
@@ -802,7 +799,7 @@ fn a_reserialized_lead_is_the_same_lead() {
 #[test]
 fn a_timed_out_lead_is_settled_by_the_operator() {
     // An upstream that accepts connections and never answers.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         let mut held = Vec::new();

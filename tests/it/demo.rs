@@ -1,8 +1,7 @@
 //! The embedded demo dealer over real HTTP: filters, sorting, cursor paging,
 //! facets, vehicle detail.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 

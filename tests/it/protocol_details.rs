@@ -1,10 +1,12 @@
-//! Protocol details over real HTTP: the gateway's own JSON-RPC codes stay out
-//! of the range MCP 2026-07-28 reserves, modern requests ignore legacy
-//! sessions, early refusals carry the request id, and peer host names are
-//! resolved when the backend is built, never while a config is validated.
+//! Protocol details over real HTTP: JSON-RPC codes outside MCP's reserved
+//! range, request ids on early refusals, peer host names resolved late.
+//!
+//! The gateway's own JSON-RPC codes stay out of the range MCP 2026-07-28
+//! reserves, modern requests ignore legacy sessions, early refusals carry
+//! the request id, and peer host names are resolved when the backend is
+//! built, never while a config is validated.
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -41,7 +43,7 @@ fn search() -> Value {
 
 /// A peer that accepts connections and never answers.
 fn silent_peer() -> (TcpListener, u16) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     let accept = l.try_clone().unwrap();
     std::thread::spawn(move || {
@@ -58,7 +60,7 @@ fn silent_peer() -> (TcpListener, u16) {
 
 /// A peer that answers every request with one fixed JSON-RPC result.
 fn answering_peer() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = listener();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for s in l.incoming() {

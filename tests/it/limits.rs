@@ -1,7 +1,7 @@
-//! HTTP-level throttling, shared state on a real Redis, hardening limits.
+//! HTTP-level throttling, shared state on a real Redis, and hardening
+//! limits (oversized heads, slow heads and bodies, idle connections).
 
-mod common;
-use common::*;
+use crate::support::*;
 use serde_json::json;
 use std::time::Duration;
 

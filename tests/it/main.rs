@@ -1,0 +1,23 @@
+//! The one integration-test binary: each module drives the real `aap-gateway`
+//! binary (and real peers) over loopback; `support` holds the shared helpers.
+//!
+//! One module per former test file, so `cargo test --release --test it
+//! lead_path::` still runs one group.
+
+mod admin;
+mod auth;
+mod contract;
+mod demo;
+mod framing;
+mod hostile;
+mod ingress;
+mod lead_path;
+mod limits;
+mod logs;
+mod ops;
+mod protocol_details;
+mod relay;
+mod rmcp_client;
+mod support;
+mod upstream_a2a;
+mod upstream_mcp;
