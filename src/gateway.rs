@@ -56,6 +56,18 @@ pub struct RelayMount {
     pub relay: Arc<Relay>,
 }
 
+impl RelayMount {
+    /// The refusal the head alone decides for a relay tenant: Origin, then
+    /// the relay's HTTP method and media checks (the same order as
+    /// `Endpoint::head_refusal`).
+    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
+        if !crate::mcp::server::origin_allowed(&self.allowed_origins, req) {
+            return Some(crate::mcp::server::origin_refused());
+        }
+        self.relay.head_refusal(req)
+    }
+}
+
 /// Re-reads the configuration source (the file plus CLI overrides).
 pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 
@@ -527,7 +539,7 @@ impl Gateway {
         let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
             (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
         } else if let Some(m) = rt.relays.get(&req.path) {
-            (&m.tenant, m.relay.head_refusal(req), m.auth.as_deref())
+            (&m.tenant, m.head_refusal(req), m.auth.as_deref())
         } else if rt.metadata.contains_key(&req.path) {
             return None;
         } else {
@@ -872,7 +884,7 @@ async fn relay(
     let admission = Admission {
         tenant: &m.tenant,
         state: rt.state.as_ref(),
-        head: m.relay.head_refusal(req),
+        head: m.head_refusal(req),
         auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
         tenant_bucket: m.tenant_bucket,
         caller_bucket: m.caller_bucket,
