@@ -960,7 +960,7 @@ mod tests {
 
     #[test]
     fn write_buffer_defaults_and_bounds() {
-        let shipped = include_str!("../../../gateway.toml");
+        let shipped = include_str!("../../../../gateway.toml");
         let line = "write_buffer_bytes = 16384\n";
         let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
         let parse = |text: &str| Config::parse(text, &at);
@@ -984,15 +984,15 @@ mod tests {
         for (name, text) in [
             (
                 "upstream-mcp.toml",
-                include_str!("../../../examples/upstream-mcp.toml"),
+                include_str!("../../../../examples/upstream-mcp.toml"),
             ),
             (
                 "upstream-a2a.toml",
-                include_str!("../../../examples/upstream-a2a.toml"),
+                include_str!("../../../../examples/upstream-a2a.toml"),
             ),
             (
                 "upstream-relay.toml",
-                include_str!("../../../examples/upstream-relay.toml"),
+                include_str!("../../../../examples/upstream-relay.toml"),
             ),
         ] {
             let cfg = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
