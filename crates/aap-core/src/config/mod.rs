@@ -1,0 +1,556 @@
+//! `gateway.toml`: the config types, loading and parsing, and the admin token.
+//! Defaults live in `defaults`, every check in `validate`; keep error texts there unchanged.
+//!
+//! Every problem is reported as `<file>: <key>: <problem>` so an operator can
+//! go straight to the line.
+
+mod defaults;
+mod validate;
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The most header lines the ingress tokenizer holds; `limits.max_headers` is
+/// checked against the parsed count and may not exceed this.
+pub const MAX_HEADER_LINES: usize = 256;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub state: StateConfig,
+    #[serde(default)]
+    pub schemas: SchemasConfig,
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    /// Directory of the config file; relative paths resolve against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub admin_listen: String,
+    #[serde(default = "defaults::default_threads")]
+    pub threads: usize,
+    #[serde(default = "defaults::default_server_name")]
+    pub name: String,
+    /// Terminate TLS (rustls) on `listen`. Absent: plaintext HTTP.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Write buffer of each client connection on `listen`, in bytes. A
+    /// response whose head and body fit goes out in one write (one TCP
+    /// segment burst) instead of two.
+    #[serde(default = "defaults::default_write_buffer_bytes")]
+    pub write_buffer_bytes: usize,
+    /// The token the admin listener's mutating endpoints (`POST /reload`,
+    /// `POST /idempotency/resolve`, any other non-GET) require, written in
+    /// the config; or read from a file (`admin_token_file`) or an
+    /// environment variable (`admin_token_env`). At most one of the three.
+    #[serde(default)]
+    pub admin_token: Option<Secret>,
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub admin_token_env: Option<String>,
+    /// After SIGTERM: seconds the listeners keep serving while `/readyz`
+    /// answers 503 (so a load balancer stops sending), before they close.
+    #[serde(default)]
+    pub shutdown_drain_secs: u64,
+    /// After the listeners close: seconds requests in flight get to finish.
+    #[serde(default = "defaults::default_shutdown_grace")]
+    pub shutdown_grace_secs: u64,
+    /// The admin token from whichever source is configured, read when the
+    /// config is loaded (and again on every reload, so a rotated file is
+    /// picked up). `None`: the mutating admin endpoints are locked (403).
+    #[serde(skip)]
+    pub admin_secret: Option<Secret>,
+}
+
+/// A secret from the configuration, or from a file or an environment
+/// variable it names. `Debug` never prints it; [`Secret::expose`] is the
+/// only way to the value.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// Shortest admin token accepted (a guessable token is no lock).
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
+/// Largest accepted `server.shutdown_drain_secs` and `server.shutdown_grace_secs`.
+pub const MAX_SHUTDOWN_SECS: u64 = 600;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert_file: PathBuf,
+    /// PEM private key.
+    pub key_file: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    pub max_body_bytes: usize,
+    pub max_json_depth: usize,
+    pub body_read_timeout_ms: u64,
+    /// Time allowed for the whole request header to arrive (slowloris guard).
+    pub header_read_timeout_ms: u64,
+    /// How long an idle keep-alive connection stays open between requests.
+    pub idle_timeout_secs: u64,
+    /// More request headers than this → 431.
+    pub max_headers: usize,
+    /// Total request header bytes above this → 431.
+    pub max_header_bytes: usize,
+    /// Open ingress connections at most (0 = no limit); more → 503 and close.
+    pub max_connections: usize,
+    /// Open ingress connections per client address at most (0 = no limit);
+    /// more → 429 and close.
+    pub max_connections_per_ip: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    pub dir: PathBuf,
+    pub idempotency_ttl_hours: u64,
+    /// `local` (durable file + in-process buckets) or `redis` (shared).
+    pub backend: StateBackend,
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+    /// Redis state: how long a lead claim without a result blocks other
+    /// attempts before it counts as interrupted (milliseconds).
+    pub claim_lease_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StateBackend {
+    Local,
+    Redis,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchemasConfig {
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub id: String,
+    pub path: String,
+    #[serde(default = "defaults::all_skills")]
+    pub skills: Vec<String>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub legacy_sessions: bool,
+    #[serde(default = "defaults::default_session_idle")]
+    pub session_idle_secs: u64,
+    #[serde(default = "defaults::default_page_size")]
+    pub tools_page_size: usize,
+    #[serde(default)]
+    pub host_compat: bool,
+    #[serde(default = "defaults::default_list_ttl")]
+    pub list_ttl_ms: u64,
+    #[serde(default)]
+    pub instructions: Option<String>,
+    pub backend: BackendConfig,
+    #[serde(default)]
+    pub quotas: QuotaConfig,
+    #[serde(default)]
+    pub rate_limit: RateLimitConfig,
+    #[serde(default)]
+    pub auth: Option<crate::auth::AuthConfig>,
+}
+
+/// HTTP-level token buckets (0 = off). Over budget → 429 + Retry-After.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Sustained requests per second for the whole tenant.
+    pub tenant_per_second: f64,
+    /// Burst size for the tenant bucket (default: one second's worth, min 1).
+    pub tenant_burst: u64,
+    /// Sustained requests per second for one caller (token subject, else client IP).
+    pub caller_per_second: f64,
+    pub caller_burst: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackendConfig {
+    Embedded(EmbeddedBackendConfig),
+    /// A strict MCP server (2026-07-28 and/or 2025-11-25) serving the AAP tools.
+    Mcp(McpBackendConfig),
+    /// An A2A 1.0 agent serving the AAP extension.
+    A2a(A2aBackendConfig),
+    /// Any MCP server, relayed transparently (every method, GET streams,
+    /// DELETE, sessions); the gateway only normalizes headers and admits.
+    Relay(RelayBackendConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayBackendConfig {
+    /// `http[s]://host:port` of each upstream instance (round robin; a
+    /// session stays on the instance that issued it).
+    pub peers: Vec<String>,
+    /// The MCP endpoint path on every peer.
+    #[serde(default = "defaults::default_mcp_path")]
+    pub path: String,
+    #[serde(default = "defaults::default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// Time allowed for the response head, and between two chunks of a
+    /// streamed POST answer (GET event streams may idle indefinitely).
+    #[serde(default = "defaults::default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "defaults::default_health_interval")]
+    pub health_check_interval_ms: u64,
+    /// The upstream's own credential (sent as `Authorization: Bearer`); the
+    /// client's credential is never forwarded.
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+}
+
+/// Connection settings shared by the forwarding backends.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpBackendConfig {
+    /// `http[s]://host:port` of each upstream instance (round robin).
+    pub peers: Vec<String>,
+    /// The MCP endpoint path on every peer.
+    #[serde(default = "defaults::default_mcp_path")]
+    pub path: String,
+    /// `"2026-07-28"`, `"2025-11-25"` or `"auto"` (probe, then fall back).
+    #[serde(default = "defaults::default_revision")]
+    pub revision: String,
+    #[serde(default = "defaults::default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "defaults::default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "defaults::default_health_interval")]
+    pub health_check_interval_ms: u64,
+    /// The upstream's own credential (sent as `Authorization: Bearer`).
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    /// Inventory capabilities to advertise (inventory-capabilities schema).
+    #[serde(default)]
+    pub capabilities: Option<serde_json::Value>,
+    /// `"scoped"` or `"client"`: how `idempotency_key` is forwarded.
+    #[serde(default)]
+    pub lead_key: crate::backend::LeadKeyMode,
+    /// The upstream deduplicates leads by `idempotency_key` (AAP requires
+    /// 24 h), so a lead interrupted by a gateway crash may be resent.
+    #[serde(default)]
+    pub dedupes_leads: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aBackendConfig {
+    pub peers: Vec<String>,
+    /// The JSON-RPC interface path on every peer.
+    #[serde(default = "defaults::default_a2a_path")]
+    pub path: String,
+    /// Where the Agent Card is read when `extension_uri` is not set.
+    #[serde(default = "defaults::default_card_path")]
+    pub card_path: String,
+    /// Exact AAP extension URI for `A2A-Extensions`; default: from the card.
+    #[serde(default)]
+    pub extension_uri: Option<String>,
+    #[serde(default = "defaults::default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "defaults::default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "defaults::default_health_interval")]
+    pub health_check_interval_ms: u64,
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    #[serde(default)]
+    pub capabilities: Option<serde_json::Value>,
+    #[serde(default)]
+    pub lead_key: crate::backend::LeadKeyMode,
+    #[serde(default)]
+    pub dedupes_leads: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedBackendConfig {
+    pub inventory: PathBuf,
+    pub dealer: PathBuf,
+    /// Default: `<state.dir>/<tenant id>/leads.jsonl`.
+    #[serde(default)]
+    pub leads_file: Option<PathBuf>,
+    #[serde(default = "defaults::default_limit")]
+    pub default_limit: usize,
+    #[serde(default = "defaults::max_limit")]
+    pub max_limit: usize,
+    #[serde(default = "defaults::cursor_ttl")]
+    pub cursor_ttl_secs: u64,
+    /// Signing key for cursors; set it when several instances serve one tenant.
+    #[serde(default)]
+    pub cursor_secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuotaConfig {
+    /// Leads one caller may submit per hour (0 disables the quota).
+    pub lead_submit_per_hour: u64,
+}
+
+/// Large enough for a search page of 20 vehicles (head and body, ~13 KB).
+pub const DEFAULT_WRITE_BUFFER_BYTES: usize = 16_384;
+
+#[derive(Debug, thiserror::Error)]
+#[error("config error in {file}: {problem}")]
+pub struct ConfigError {
+    pub file: String,
+    pub problem: String,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            problem: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
+            file: file.clone(),
+            problem: toml_problem(&e, text),
+        })?;
+        cfg.source = path.to_path_buf();
+        cfg.base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
+        cfg.validate().map_err(|problem| ConfigError {
+            file: file.clone(),
+            problem,
+        })?;
+        cfg.server.admin_secret = cfg
+            .read_admin_token()
+            .map_err(|problem| ConfigError { file, problem })?;
+        Ok(cfg)
+    }
+
+    /// Resolve a path from the config against the config's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    /// The admin token from `server.admin_token`, `admin_token_file` or
+    /// `admin_token_env`. A named variable that is unset or empty gives
+    /// `None` (the mutating admin endpoints stay locked, and say how to
+    /// unlock them); a named file that cannot be read is an error. Errors
+    /// never contain the token.
+    fn read_admin_token(&self) -> Result<Option<Secret>, String> {
+        let s = &self.server;
+        let sources = [
+            s.admin_token.is_some(),
+            s.admin_token_file.is_some(),
+            s.admin_token_env.is_some(),
+        ];
+        if sources.iter().filter(|set| **set).count() > 1 {
+            return Err("server.admin_token, server.admin_token_file, server.admin_token_env: set at most one".into());
+        }
+        let (key, value) = if let Some(t) = &s.admin_token {
+            ("server.admin_token", t.expose().to_owned())
+        } else if let Some(f) = &s.admin_token_file {
+            let path = self.resolve(f);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                format!(
+                    "server.admin_token_file: cannot read {}: {e}",
+                    path.display()
+                )
+            })?;
+            // A trailing newline (echo, editors, Kubernetes secrets made
+            // from files) is not part of the token.
+            ("server.admin_token_file", text.trim().to_owned())
+        } else if let Some(var) = &s.admin_token_env {
+            if var.is_empty() || var.contains(['=', '\0']) {
+                return Err(
+                    "server.admin_token_env: must be the name of an environment variable".into(),
+                );
+            }
+            match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => ("server.admin_token_env", v.trim().to_owned()),
+                Ok(_) | Err(std::env::VarError::NotPresent) => return Ok(None),
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!(
+                        "server.admin_token_env: the variable {var} is not valid UTF-8"
+                    ))
+                }
+            }
+        } else {
+            return Ok(None);
+        };
+        if value.chars().count() < MIN_ADMIN_TOKEN_CHARS {
+            return Err(format!(
+                "{key}: the admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters"
+            ));
+        }
+        if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "{key}: the admin token must not contain spaces or control characters (it is sent as `Authorization: Bearer <token>`)"
+            ));
+        }
+        Ok(Some(Secret(value)))
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.resolve(&self.state.dir)
+    }
+}
+
+/// A TOML error as `<problem>`, without the quoted source line when that
+/// line holds a secret (the token itself must not reach a log).
+fn toml_problem(e: &toml::de::Error, text: &str) -> String {
+    let full = e.to_string().trim_end().to_string();
+    let Some(span) = e.span() else {
+        return full;
+    };
+    let Some(before) = text.get(..span.start) else {
+        return full;
+    };
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key = line.trim_start().split(['=', ' ']).next().unwrap_or("");
+    const SECRET_KEYS: &[&str] = &["admin_token", "bearer_token", "cursor_secret", "redis_url"];
+    if SECRET_KEYS.contains(&key) {
+        let line_no = before.matches('\n').count() + 1;
+        // The message may quote the value too (serde's "invalid type: ...").
+        format!(
+            "TOML parse error at line {line_no}: {key} must be a quoted string (the line is not shown: it holds a secret)"
+        )
+    } else {
+        full
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/nonexistent/gw.toml"))
+    }
+
+    #[test]
+    fn the_admin_token_is_never_in_debug_output_or_errors() {
+        let head = "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n";
+        let tail = "[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\nkind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\n";
+        let ok = parse(&format!(
+            "{head}admin_token = \"s3cret-admin-token-xyz\"\n{tail}"
+        ))
+        .unwrap();
+        assert_eq!(
+            ok.server.admin_secret.as_ref().map(Secret::expose),
+            Some("s3cret-admin-token-xyz")
+        );
+        let debug = format!("{ok:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        assert!(debug.contains("[redacted]"));
+        for bad in [
+            "admin_token = \"s3cret\"\n",
+            "admin_token = \"s3cret with spaces inside\"\n",
+            "admin_token = 12345678901234567890123\n",
+            "admin_token = \"s3cret-unterminated\n",
+        ] {
+            let e = parse(&format!("{head}{bad}{tail}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("admin_token"), "{e}");
+            assert!(!e.contains("s3cret") && !e.contains("1234567890123"), "{e}");
+        }
+        // An unset variable locks the endpoints (no error); no source: the same.
+        let unset = parse(&format!(
+            "{head}admin_token_env = \"AAP_TEST_SURELY_UNSET_VARIABLE\"\n{tail}"
+        ))
+        .unwrap();
+        assert!(unset.server.admin_secret.is_none());
+        assert!(parse(&format!("{head}{tail}"))
+            .unwrap()
+            .server
+            .admin_secret
+            .is_none());
+        let e = parse(&format!("{head}shutdown_drain_secs = 601\n{tail}")).unwrap_err();
+        assert!(e.to_string().contains("server.shutdown_drain_secs"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let e = parse("[server]\nlisten = \"nope\"\nadmin_listen = \"127.0.0.1:1\"\n").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("/nonexistent/gw.toml") && text.contains("server.listen"),
+            "{text}"
+        );
+        let e =
+            parse("[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\ntypo = 1\n")
+                .unwrap_err();
+        assert!(e.to_string().contains("typo"), "{e}");
+    }
+
+    #[test]
+    fn example_configs_parse() {
+        for (name, text) in [
+            (
+                "upstream-mcp.toml",
+                include_str!("../../../../examples/upstream-mcp.toml"),
+            ),
+            (
+                "upstream-a2a.toml",
+                include_str!("../../../../examples/upstream-a2a.toml"),
+            ),
+            (
+                "upstream-relay.toml",
+                include_str!("../../../../examples/upstream-relay.toml"),
+            ),
+        ] {
+            let cfg = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(matches!(
+                cfg.tenants[0].backend,
+                BackendConfig::Mcp(_) | BackendConfig::A2a(_) | BackendConfig::Relay(_)
+            ));
+        }
+    }
+}

@@ -1,0 +1,487 @@
+//! Validation of a parsed `gateway.toml`: one function per table, each error as
+//! `<key>: <problem>` (texts are matched by tests and docs: change none). No I/O but file checks.
+
+use super::{
+    A2aBackendConfig, BackendConfig, Config, EmbeddedBackendConfig, McpBackendConfig,
+    RateLimitConfig, RelayBackendConfig, StateBackend, TenantConfig, MAX_HEADER_LINES,
+    MAX_SHUTDOWN_SECS,
+};
+use crate::auth::AuthConfig;
+use std::collections::HashSet;
+
+/// Names a key of tenant `i`: `tenants[i].<key>`.
+type At<'a> = &'a dyn Fn(&str) -> String;
+
+impl Config {
+    /// `[server]`, `[limits]`, `[state]`, then each tenant; the first problem
+    /// found is the error.
+    pub(super) fn validate(&self) -> Result<(), String> {
+        self.validate_server()?;
+        self.validate_limits()?;
+        self.validate_state()?;
+        self.validate_tenants()
+    }
+
+    /// `[server]`.
+    fn validate_server(&self) -> Result<(), String> {
+        check_addr("server.listen", &self.server.listen)?;
+        check_addr("server.admin_listen", &self.server.admin_listen)?;
+        if let Some(tls) = &self.server.tls {
+            for (k, p) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
+                if !self.resolve(p).is_file() {
+                    return Err(format!(
+                        "server.tls.{k}: file {} does not exist",
+                        self.resolve(p).display()
+                    ));
+                }
+            }
+        }
+        for (k, v) in [
+            (
+                "server.shutdown_drain_secs",
+                self.server.shutdown_drain_secs,
+            ),
+            (
+                "server.shutdown_grace_secs",
+                self.server.shutdown_grace_secs,
+            ),
+        ] {
+            if v > MAX_SHUTDOWN_SECS {
+                return Err(format!("{k}: must be between 0 and {MAX_SHUTDOWN_SECS}"));
+            }
+        }
+        if self.server.threads == 0 || self.server.threads > 256 {
+            return Err("server.threads: must be between 1 and 256".into());
+        }
+        if !(1_460..=1_048_576).contains(&self.server.write_buffer_bytes) {
+            return Err("server.write_buffer_bytes: must be between 1460 and 1048576".into());
+        }
+        Ok(())
+    }
+
+    /// `[limits]`.
+    fn validate_limits(&self) -> Result<(), String> {
+        let l = &self.limits;
+        if l.max_body_bytes == 0 || l.max_body_bytes > 16 * 1024 * 1024 {
+            return Err("limits.max_body_bytes: must be between 1 and 16777216".into());
+        }
+        if !(2..=256).contains(&l.max_json_depth) {
+            return Err("limits.max_json_depth: must be between 2 and 256".into());
+        }
+        if l.body_read_timeout_ms == 0 {
+            return Err("limits.body_read_timeout_ms: must be positive".into());
+        }
+        if l.header_read_timeout_ms == 0 {
+            return Err("limits.header_read_timeout_ms: must be positive".into());
+        }
+        if !(1..=3600).contains(&l.idle_timeout_secs) {
+            return Err("limits.idle_timeout_secs: must be between 1 and 3600".into());
+        }
+        if l.max_headers == 0 || l.max_header_bytes < 1024 {
+            return Err("limits.max_headers / limits.max_header_bytes: need max_headers >= 1 and max_header_bytes >= 1024".into());
+        }
+        if l.max_headers > MAX_HEADER_LINES {
+            return Err(format!("limits.max_headers: at most {}", MAX_HEADER_LINES));
+        }
+        Ok(())
+    }
+
+    /// `[state]`.
+    fn validate_state(&self) -> Result<(), String> {
+        if self.state.idempotency_ttl_hours < 24 {
+            return Err("state.idempotency_ttl_hours: must be at least 24 (AAP requires leads be deduplicated for at least 24 hours)".into());
+        }
+        if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
+            return Err("state.redis_url: required when state.backend = \"redis\"".into());
+        }
+        if self.state.claim_lease_ms < 100 {
+            return Err("state.claim_lease_ms: must be at least 100".into());
+        }
+        Ok(())
+    }
+
+    /// `[[tenants]]`: at least one; ids and paths unique.
+    fn validate_tenants(&self) -> Result<(), String> {
+        if self.tenants.is_empty() {
+            return Err("tenants: at least one [[tenants]] entry is required".into());
+        }
+        let mut ids = HashSet::new();
+        let mut paths = HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let at = |k: &str| format!("tenants[{i}].{k}");
+            validate_mount(&at, t, &mut ids, &mut paths)?;
+            validate_tenant(&at, t)?;
+            validate_rate_limit(&at, &t.rate_limit)?;
+            if let Some(a) = &t.auth {
+                self.validate_auth(&at, t, a)?;
+            }
+            self.validate_backend(&at, t)?;
+        }
+        Ok(())
+    }
+
+    /// `[tenants.auth]`.
+    fn validate_auth(&self, at: At<'_>, t: &TenantConfig, a: &AuthConfig) -> Result<(), String> {
+        if !(a.resource.starts_with("https://") || a.resource.starts_with("http://")) {
+            return Err(format!(
+                "{}: must be the absolute public URL of this endpoint",
+                at("auth.resource")
+            ));
+        }
+        if !a.resource.ends_with(&t.path) {
+            return Err(format!(
+                "{}: must end with the tenant path {}",
+                at("auth.resource"),
+                t.path
+            ));
+        }
+        if a.authorization_servers.is_empty() {
+            return Err(format!(
+                "{}: name at least one authorization server",
+                at("auth.authorization_servers")
+            ));
+        }
+        for skill in a.tool_scopes.keys() {
+            if crate::aap::skill::Skill::from_id(skill).is_none() {
+                return Err(format!(
+                    "{}: unknown skill {skill:?}",
+                    at("auth.tool_scopes")
+                ));
+            }
+        }
+        match (&a.jwks_file, &a.jwks_url) {
+            (Some(f), None) if !self.resolve(f).is_file() => {
+                return Err(format!(
+                    "{}: file {} does not exist",
+                    at("auth.jwks_file"),
+                    self.resolve(f).display()
+                ));
+            }
+            (Some(_), None) => {}
+            (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                return Err(format!("{}: must be an http(s) URL", at("auth.jwks_url")));
+            }
+            (None, Some(_)) => {}
+            _ => {
+                return Err(format!(
+                    "{}: set exactly one of jwks_file and jwks_url",
+                    at("auth")
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// `[tenants.backend]`, by kind.
+    fn validate_backend(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+        match &t.backend {
+            BackendConfig::Embedded(e) => self.validate_embedded(at, e),
+            BackendConfig::Mcp(m) => validate_mcp(at, m),
+            BackendConfig::Relay(r) => validate_relay(at, t, r),
+            BackendConfig::A2a(a) => validate_a2a(at, a),
+        }
+    }
+
+    /// `[tenants.backend]` with `kind = "embedded"`.
+    fn validate_embedded(&self, at: At<'_>, e: &EmbeddedBackendConfig) -> Result<(), String> {
+        if e.default_limit == 0 || e.max_limit == 0 || e.default_limit > e.max_limit {
+            return Err(format!(
+                "{}: need 1 <= default_limit <= max_limit",
+                at("backend")
+            ));
+        }
+        if e.max_limit > 1000 {
+            return Err(format!("{}: at most 1000", at("backend.max_limit")));
+        }
+        if e.cursor_ttl_secs == 0 {
+            return Err(format!(
+                "{}: must be positive",
+                at("backend.cursor_ttl_secs")
+            ));
+        }
+        for (k, p) in [("inventory", &e.inventory), ("dealer", &e.dealer)] {
+            let full = self.resolve(p);
+            if !full.is_file() {
+                return Err(format!(
+                    "{}: file {} does not exist",
+                    at(&format!("backend.{k}")),
+                    full.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A tenant's `id` and `path`, unique across tenants.
+fn validate_mount(
+    at: At<'_>,
+    t: &TenantConfig,
+    ids: &mut HashSet<String>,
+    paths: &mut HashSet<String>,
+) -> Result<(), String> {
+    if t.id.is_empty()
+        || !t
+            .id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        return Err(format!(
+            "{}: must be non-empty lowercase letters, digits and '-'",
+            at("id")
+        ));
+    }
+    if !ids.insert(t.id.clone()) {
+        return Err(format!("{}: duplicate tenant id {:?}", at("id"), t.id));
+    }
+    if !t.path.starts_with('/') || t.path.contains(['?', '#', ' ']) || t.path.ends_with('/') {
+        return Err(format!("{}: must be an absolute path like /aap/3.0.0/<tenant>/mcp, without query or trailing slash", at("path")));
+    }
+    if !paths.insert(t.path.clone()) {
+        return Err(format!(
+            "{}: path {:?} is mounted twice",
+            at("path"),
+            t.path
+        ));
+    }
+    Ok(())
+}
+
+/// A tenant's own keys: skills, origins, paging and sessions.
+fn validate_tenant(at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+    if t.skills.is_empty() {
+        return Err(format!("{}: list at least one skill", at("skills")));
+    }
+    for s in &t.skills {
+        if crate::aap::skill::Skill::from_id(s).is_none() {
+            return Err(format!("{}: unknown skill {s:?} (known: dealer.information, inventory.facets, inventory.search, inventory.vehicle, lead.submit)", at("skills")));
+        }
+    }
+    for o in &t.allowed_origins {
+        if !is_origin(o) {
+            return Err(format!(
+                "{}: {o:?} is not an origin (scheme://host[:port], no path)",
+                at("allowed_origins")
+            ));
+        }
+    }
+    if t.tools_page_size == 0 {
+        return Err(format!("{}: must be at least 1", at("tools_page_size")));
+    }
+    if t.session_idle_secs == 0 {
+        return Err(format!("{}: must be positive", at("session_idle_secs")));
+    }
+    Ok(())
+}
+
+/// `[tenants.rate_limit]`.
+fn validate_rate_limit(at: At<'_>, r: &RateLimitConfig) -> Result<(), String> {
+    let ok = |x: f64| x.is_finite() && x >= 0.0;
+    if !ok(r.tenant_per_second) || !ok(r.caller_per_second) {
+        return Err(format!(
+            "{}: rates must be finite and >= 0",
+            at("rate_limit")
+        ));
+    }
+    Ok(())
+}
+
+/// `[tenants.backend]` with `kind = "mcp"`.
+fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
+    check_forwarding(
+        at,
+        &m.peers,
+        &[("path", &m.path)],
+        [
+            ("connect_timeout_ms", m.connect_timeout_ms),
+            ("request_timeout_ms", m.request_timeout_ms),
+            ("health_check_interval_ms", m.health_check_interval_ms),
+        ],
+        m.bearer_token.as_deref(),
+    )?;
+    if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
+        return Err(format!(
+            "{}: {:?} is not one of \"2026-07-28\", \"2025-11-25\", \"auto\"",
+            at("backend.revision"),
+            m.revision
+        ));
+    }
+    Ok(())
+}
+
+/// `[tenants.backend]` with `kind = "relay"`.
+fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Result<(), String> {
+    check_forwarding(
+        at,
+        &r.peers,
+        &[("path", &r.path)],
+        [
+            ("connect_timeout_ms", r.connect_timeout_ms),
+            ("request_timeout_ms", r.request_timeout_ms),
+            ("health_check_interval_ms", r.health_check_interval_ms),
+        ],
+        r.bearer_token.as_deref(),
+    )?;
+    if t.legacy_sessions {
+        return Err(format!(
+            "{}: a relay passes the upstream's own sessions through; remove legacy_sessions",
+            at("legacy_sessions")
+        ));
+    }
+    Ok(())
+}
+
+/// `[tenants.backend]` with `kind = "a2a"`.
+fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
+    check_forwarding(
+        at,
+        &a.peers,
+        &[("path", &a.path), ("card_path", &a.card_path)],
+        [
+            ("connect_timeout_ms", a.connect_timeout_ms),
+            ("request_timeout_ms", a.request_timeout_ms),
+            ("health_check_interval_ms", a.health_check_interval_ms),
+        ],
+        a.bearer_token.as_deref(),
+    )?;
+    if let Some(u) = &a.extension_uri {
+        if !(u.starts_with("https://") || u.starts_with("http://")) || u.contains([',', ' ']) {
+            return Err(format!(
+                "{}: must be the exact absolute extension URI the agent declares",
+                at("backend.extension_uri")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks shared by the forwarding kinds; `at` names the key.
+fn check_forwarding(
+    at: &dyn Fn(&str) -> String,
+    peers: &[String],
+    paths: &[(&str, &str)],
+    timeouts: [(&str, u64); 3],
+    bearer: Option<&str>,
+) -> Result<(), String> {
+    if peers.is_empty() {
+        return Err(format!(
+            "{}: list at least one peer like \"http://127.0.0.1:8001\"",
+            at("backend.peers")
+        ));
+    }
+    let mut seen = HashSet::new();
+    for p in peers {
+        // Syntax only: names are resolved when the backend is built.
+        let spec =
+            crate::peer::PeerSpec::parse(p).map_err(|e| format!("{}: {e}", at("backend.peers")))?;
+        if !seen.insert((spec.host.to_ascii_lowercase(), spec.port)) {
+            return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
+        }
+    }
+    for (key, path) in paths {
+        if !path.starts_with('/') || path.contains(['#', ' ']) {
+            return Err(format!(
+                "{}: must be an absolute path like /mcp",
+                at(&format!("backend.{key}"))
+            ));
+        }
+    }
+    for (key, v) in timeouts {
+        if v == 0 || v > 600_000 {
+            return Err(format!(
+                "{}: must be between 1 and 600000 milliseconds",
+                at(&format!("backend.{key}"))
+            ));
+        }
+    }
+    if let Some(t) = bearer {
+        if t.is_empty() || !t.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "{}: must be a non-empty token of visible ASCII characters",
+                at("backend.bearer_token")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_addr(key: &str, v: &str) -> Result<(), String> {
+    v.parse::<std::net::SocketAddr>()
+        .map(|_| ())
+        .map_err(|_| format!("{key}: {v:?} is not an address like 127.0.0.1:8080"))
+}
+
+fn is_origin(o: &str) -> bool {
+    let Some((scheme, rest)) = o.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConfigError, DEFAULT_WRITE_BUFFER_BYTES};
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/nonexistent/gw.toml"))
+    }
+
+    #[test]
+    fn write_buffer_defaults_and_bounds() {
+        let shipped = include_str!("../../../../gateway.toml");
+        let line = "write_buffer_bytes = 16384\n";
+        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
+        let parse = |text: &str| Config::parse(text, &at);
+        assert!(shipped.contains(line), "gateway.toml documents the option");
+        let cfg = parse(&shipped.replace(line, "")).expect("defaults");
+        assert_eq!(cfg.server.write_buffer_bytes, DEFAULT_WRITE_BUFFER_BYTES);
+        let cfg = parse(&shipped.replace(line, "write_buffer_bytes = 65536\n")).expect("in range");
+        assert_eq!(cfg.server.write_buffer_bytes, 65_536);
+        for bad in [0, 1459, 1_048_577] {
+            let text = shipped.replace(line, &format!("write_buffer_bytes = {bad}\n"));
+            let e = parse(&text).unwrap_err();
+            assert!(
+                e.to_string().contains("server.write_buffer_bytes"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn forwarding_errors_name_the_key() {
+        let head = "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\n";
+        for (body, key) in [
+            ("kind = \"mcp\"\npeers = []\n", "tenants[0].backend.peers"),
+            (
+                "kind = \"mcp\"\npeers = [\"ftp://x\"]\n",
+                "tenants[0].backend.peers",
+            ),
+            (
+                "kind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nrevision = \"2024\"\n",
+                "tenants[0].backend.revision",
+            ),
+            (
+                "kind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nrequest_timeout_ms = 0\n",
+                "tenants[0].backend.request_timeout_ms",
+            ),
+            (
+                "kind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\nextension_uri = \"aap\"\n",
+                "tenants[0].backend.extension_uri",
+            ),
+            (
+                "kind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\npath = \"a2a\"\n",
+                "tenants[0].backend.path",
+            ),
+            ("kind = \"relay\"\npeers = []\n", "tenants[0].backend.peers"),
+            (
+                "kind = \"relay\"\npeers = [\"http://127.0.0.1:1\"]\nrevision = \"auto\"\n",
+                "revision",
+            ),
+        ] {
+            let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
+            assert!(e.contains(key), "{body}: {e}");
+        }
+    }
+}

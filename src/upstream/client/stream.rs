@@ -1,0 +1,166 @@
+//! Answers that may be open-ended event streams, for the transparent relay: the
+//! head within the request timeout, then a `text/event-stream` body pumped chunk by chunk.
+
+use super::wire::{head_of, read_body};
+use super::{into_error, Client, Failure, Request};
+use crate::backend::BackendError;
+use bytes::Bytes;
+use std::time::Duration;
+
+impl Client {
+    /// Send a request whose answer may be an open-ended event stream, for a
+    /// transparent relay. Tries `preferred` (a session's peer) or else the
+    /// next suitable peer, moving on only when a request was certainly not
+    /// delivered. The response head is awaited within the request timeout;
+    /// a `text/event-stream` body is then pumped chunk by chunk into
+    /// [`Streamed::body`] (each read bounded by `stream_idle`, `None` for
+    /// none) until the peer ends it or the receiver is dropped; any other
+    /// body is read whole.
+    pub async fn open(
+        &self,
+        preferred: Option<usize>,
+        req: &Request<'_>,
+        stream_idle: Option<Duration>,
+    ) -> Result<Streamed, BackendError> {
+        let mut tried = Vec::new();
+        let mut last = None;
+        while tried.len() < self.cfg.peers.len() {
+            let i = match preferred {
+                Some(p) if tried.is_empty() && p < self.cfg.peers.len() => p,
+                Some(_) => break,
+                None => match self.pick(&tried) {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
+            tried.push(i);
+            match self.open_on(i, req, stream_idle).await {
+                Ok(s) => return Ok(s),
+                Err(f @ Failure::NotDelivered(_)) => last = Some(f),
+                Err(f) => return Err(into_error(f)),
+            }
+        }
+        Err(match last {
+            None => BackendError::Unavailable("no peer available".into()),
+            Some(f) => into_error(f),
+        })
+    }
+
+    async fn open_on(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        stream_idle: Option<Duration>,
+    ) -> Result<Streamed, Failure> {
+        let started = tokio::time::Instant::now();
+        let (mut session, peer) = self.connect_and_write(i, req, stream_idle).await?;
+        let addr = self.cfg.peers[i].addr;
+        let head = tokio::time::timeout_at(
+            started + self.cfg.request_timeout,
+            session.read_response_header(),
+        )
+        .await;
+        match head {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                session.shutdown().await;
+                return Err(Failure::Uncertain(format!(
+                    "{addr}: reading the response: {}",
+                    e.etype().as_str()
+                )));
+            }
+            Err(_) => {
+                session.shutdown().await;
+                return Err(Failure::Uncertain(format!(
+                    "{addr}: no answer within {:?}",
+                    self.cfg.request_timeout
+                )));
+            }
+        }
+        self.mark_ok(&addr);
+        let Some(head) = head_of(&session, addr) else {
+            session.shutdown().await;
+            return Err(Failure::Uncertain(format!("{addr}: no response header")));
+        };
+        let event_stream = head.content_type() == "text/event-stream";
+        if !event_stream {
+            let mut reply = head;
+            let read = tokio::time::timeout_at(
+                started + self.cfg.request_timeout,
+                read_body(&mut session, &mut reply, None),
+            )
+            .await;
+            return match read {
+                Ok(Ok(_)) => {
+                    self.release(session, &peer).await;
+                    Ok(Streamed {
+                        peer: i,
+                        status: reply.status,
+                        headers: reply.headers,
+                        body: StreamedBody::Whole(reply.body),
+                    })
+                }
+                Ok(Err(why)) => {
+                    session.shutdown().await;
+                    Err(Failure::Uncertain(format!("{addr}: {why}")))
+                }
+                Err(_) => {
+                    session.shutdown().await;
+                    Err(Failure::Uncertain(format!(
+                        "{addr}: body not received within {:?}",
+                        self.cfg.request_timeout
+                    )))
+                }
+            };
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            loop {
+                if session.response_done() {
+                    break;
+                }
+                let chunk = tokio::select! {
+                    c = session.read_response_body() => c,
+                    // The client went away: stop reading from the peer.
+                    _ = tx.closed() => break,
+                };
+                match chunk {
+                    Ok(Some(c)) => {
+                        if tx.send(c).await.is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(peer = %addr, error = %e.etype().as_str(), "relayed event stream ended early");
+                        break;
+                    }
+                }
+            }
+            session.shutdown().await;
+        });
+        Ok(Streamed {
+            peer: i,
+            status: head.status,
+            headers: head.headers,
+            body: StreamedBody::Events(rx),
+        })
+    }
+}
+
+/// An answer opened by [`Client::open`].
+#[derive(Debug)]
+pub struct Streamed {
+    /// Index of the peer that answered (for session affinity).
+    pub peer: usize,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: StreamedBody,
+}
+
+#[derive(Debug)]
+pub enum StreamedBody {
+    Whole(Bytes),
+    /// `text/event-stream` chunks as the peer sends them.
+    Events(tokio::sync::mpsc::Receiver<Bytes>),
+}

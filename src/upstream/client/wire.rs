@@ -1,0 +1,204 @@
+//! The HTTP/1 bytes: a request written as one checked buffer, and a reply's
+//! head and (bounded) body read back. Peer choice and retries are `mod.rs`'s.
+
+use super::{Complete, Reply, Request};
+use bytes::Bytes;
+use pingora::protocols::http::client::HttpSession;
+use std::net::SocketAddr;
+
+/// Largest upstream response body accepted.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The whole request as it goes on the wire: head and body in one buffer.
+/// Every name must be an HTTP token and every value free of control
+/// characters, so nothing forwarded from a client (`Mcp-Param-*`) can end
+/// a header line early and smuggle in another header or request.
+pub(super) fn request_bytes(req: &Request<'_>, authority: &str) -> Result<Vec<u8>, String> {
+    let target_ok = req.path.starts_with('/') && req.path.bytes().all(|b| b.is_ascii_graphic());
+    if !is_token(req.method) || !target_ok {
+        return Err("the request line cannot be sent".into());
+    }
+    let mut wire = Vec::with_capacity(256 + req.body.len());
+    wire.extend_from_slice(req.method.as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(req.path.as_bytes());
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    header_line(&mut wire, "host", authority)?;
+    for (n, v) in &req.headers {
+        header_line(&mut wire, n, v)?;
+    }
+    for (n, v) in req.extra_headers {
+        header_line(&mut wire, n, v)?;
+    }
+    let mut len = itoa::Buffer::new();
+    header_line(&mut wire, "content-length", len.format(req.body.len()))?;
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(&req.body);
+    Ok(wire)
+}
+
+/// `name: value` and CRLF, after checking both (RFC 9110 §5.1, §5.5).
+fn header_line(wire: &mut Vec<u8>, name: &str, value: &str) -> Result<(), String> {
+    if !is_token(name) {
+        return Err("a header name is not an HTTP token".into());
+    }
+    let value_ok = value
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80);
+    if !value_ok {
+        return Err(format!("the {name} header holds a control character"));
+    }
+    wire.extend_from_slice(name.as_bytes());
+    wire.extend_from_slice(b": ");
+    wire.extend_from_slice(value.trim_matches([' ', '\t']).as_bytes());
+    wire.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// An RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// The response head read so far, as a [`Reply`] without body.
+pub(super) fn head_of(session: &HttpSession, peer: SocketAddr) -> Option<Reply> {
+    let head = session.response_header()?;
+    Some(Reply {
+        status: head.status.as_u16(),
+        headers: head
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: Bytes::new(),
+        peer,
+    })
+}
+
+/// Read the response head and body; `true` when the body was read to its
+/// end (the connection may then be reused).
+pub(super) async fn read_reply(
+    session: &mut HttpSession,
+    peer: SocketAddr,
+    complete: Option<Complete<'_>>,
+) -> Result<(Reply, bool), String> {
+    session
+        .read_response_header()
+        .await
+        .map_err(|e| format!("reading the response: {}", e.etype().as_str()))?;
+    let mut reply = head_of(session, peer).ok_or("no response header")?;
+    let done = read_body(session, &mut reply, complete).await?;
+    Ok((reply, done))
+}
+
+/// Read the body into `reply` (at most [`MAX_RESPONSE_BYTES`]); `true` when
+/// it was read to its end, `false` when `complete` said enough arrived.
+pub(super) async fn read_body(
+    session: &mut HttpSession,
+    reply: &mut Reply,
+    complete: Option<Complete<'_>>,
+) -> Result<bool, String> {
+    // Only an event stream can be complete before it ends; any other body
+    // is read whole, without showing each partial read to `complete`.
+    let complete = complete.filter(|_| reply.content_type() == "text/event-stream");
+    let declared = reply
+        .header("content-length")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut buf = Vec::with_capacity(declared.min(MAX_RESPONSE_BYTES));
+    loop {
+        if session.response_done() {
+            reply.body = Bytes::from(buf);
+            return Ok(true);
+        }
+        match session
+            .read_response_body()
+            .await
+            .map_err(|e| format!("reading the response body: {}", e.etype().as_str()))?
+        {
+            None => {
+                reply.body = Bytes::from(buf);
+                return Ok(true);
+            }
+            Some(chunk) => {
+                buf.extend_from_slice(&chunk);
+                if buf.len() > MAX_RESPONSE_BYTES {
+                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
+                }
+                if let Some(done) = complete {
+                    reply.body = Bytes::copy_from_slice(&buf);
+                    if done(reply) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(extra: &'a [(String, String)], body: &'static str) -> Request<'a> {
+        Request {
+            method: "POST",
+            path: "/mcp",
+            headers: vec![("content-type", "application/json".into())],
+            extra_headers: extra,
+            body: Bytes::from_static(body.as_bytes()),
+            retryable: true,
+        }
+    }
+
+    #[test]
+    fn head_and_body_go_out_as_one_message() {
+        let extra = [("mcp-param-region".to_owned(), "eu".to_owned())];
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let wire = request_bytes(&request(&extra, body), "127.0.0.1:9").unwrap();
+        let text = String::from_utf8(wire).unwrap();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+        assert_eq!(rest, body);
+        let mut lines = head.split("\r\n");
+        assert_eq!(lines.next(), Some("POST /mcp HTTP/1.1"));
+        let mut fields: Vec<&str> = lines.collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            [
+                "content-length: 46",
+                "content-type: application/json",
+                "host: 127.0.0.1:9",
+                "mcp-param-region: eu",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_forwarded_value_cannot_split_the_request() {
+        for bad in ["eu\r\nx-injected: 1", "eu\nx: 1", "eu\0", "eu\x7f"] {
+            let extra = [("mcp-param-region".to_owned(), bad.to_owned())];
+            assert!(
+                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                "{bad:?}"
+            );
+        }
+        for name in ["", "mcp-param-a b", "mcp-param-a:b", "x\r\ny"] {
+            let extra = [(name.to_owned(), "v".to_owned())];
+            assert!(
+                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                "{name:?}"
+            );
+        }
+        let mut req = request(&[], "{}");
+        req.path = "/mcp HTTP/1.1\r\nx: 1";
+        assert!(request_bytes(&req, "h:1").is_err());
+    }
+}
