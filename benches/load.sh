@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load comparison on loopback, one run, same build (see README "Performance"):
+# Load comparison on loopback, one run, same build (see docs/performance.md):
 #   direct       wrk -> upstream (an aap-gateway serving the embedded dealer)
 #   passthrough  wrk -> bare Pingora proxy (aap-gateway passthrough) -> upstream
 #   relay        wrk -> gateway, kind = "relay" tenant (admission and mirror-header
