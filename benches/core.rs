@@ -15,7 +15,7 @@ use aap_gateway::mcp::jsonrpc::result_body;
 use aap_gateway::mcp::jsonrpc::{message_from_value, parse_json, parse_message, Message};
 use aap_gateway::mcp::result::{tool_message, ToolResult};
 use aap_gateway::mcp::revision::{resolve, Revision, VersionContext};
-use aap_gateway::mcp::server::{finish, tool_result, SERVER_VERSION};
+use aap_gateway::mcp::server::{tool_result_value, with_revision_fields, SERVER_VERSION};
 use aap_gateway::upstream::mcp::read_json_answer;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -106,9 +106,9 @@ fn benches(c: &mut Criterion) {
             b.iter(|| {
                 let r = result_body(
                     &id,
-                    finish(
+                    with_revision_fields(
                         Revision::Modern,
-                        tool_result(black_box(payload.clone()), false),
+                        tool_result_value(black_box(payload.clone()), false),
                         "aap-gateway",
                     ),
                 );

@@ -13,7 +13,7 @@ use crate::config::{BackendConfig, Config};
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::{CallerCtx, Endpoint};
+use crate::mcp::server::{Caller, Endpoint};
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
 use crate::state::redis::RedisState;
@@ -32,12 +32,12 @@ use std::time::Duration;
 
 /// Everything derived from one config generation.
 #[derive(Debug)]
-pub struct Runtime {
+pub struct ConfigGeneration {
     pub config: Config,
     pub state: Arc<dyn SharedState>,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
     /// Relay tenants (`kind = "relay"`), by path.
-    pub relays: HashMap<String, Arc<RelayMount>>,
+    pub relays: HashMap<String, Arc<RelayTenant>>,
     /// Protected-resource-metadata path → tenant path.
     pub metadata: HashMap<String, String>,
     pub generation: u64,
@@ -47,7 +47,7 @@ pub struct Runtime {
 
 /// A tenant that relays every MCP request to one upstream server.
 #[derive(Debug)]
-pub struct RelayMount {
+pub struct RelayTenant {
     pub tenant: String,
     pub allowed_origins: Vec<String>,
     pub auth: Option<Arc<Authenticator>>,
@@ -56,7 +56,7 @@ pub struct RelayMount {
     pub relay: Arc<Relay>,
 }
 
-impl RelayMount {
+impl RelayTenant {
     /// The refusal the head alone decides for a relay tenant: Origin, then
     /// the relay's HTTP method and media checks (the same order as
     /// `Endpoint::head_refusal`).
@@ -72,7 +72,7 @@ impl RelayMount {
 pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
 
 pub struct Gateway {
-    runtime: ArcSwap<Runtime>,
+    runtime: ArcSwap<ConfigGeneration>,
     loader: Option<ConfigLoader>,
     reload_lock: tokio::sync::Mutex<()>,
 }
@@ -89,16 +89,16 @@ impl std::fmt::Debug for Gateway {
 #[error("{0}")]
 pub struct BuildError(pub String);
 
-impl Runtime {
+impl ConfigGeneration {
     /// Build without looking up any host name (for `check` and `catalog`):
     /// peers named by host name get no address, so nothing can be sent.
-    pub fn build(config: Config, generation: u64) -> Result<Runtime, BuildError> {
+    pub fn build(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
         Self::build_from(config, generation, None, Addresses::offline())
     }
 
     /// Resolve the peers' host names (tokio's resolver, on a short-lived
     /// runtime of its own), then build: for `run`, before the server starts.
-    pub fn start(config: Config, generation: u64) -> Result<Runtime, BuildError> {
+    pub fn start(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -119,9 +119,9 @@ impl Runtime {
     pub fn build_from(
         config: Config,
         generation: u64,
-        previous: Option<&Runtime>,
+        previous: Option<&ConfigGeneration>,
         addresses: Addresses,
-    ) -> Result<Runtime, BuildError> {
+    ) -> Result<ConfigGeneration, BuildError> {
         let addrs_of = |a: &Addresses, peers: &[String]| {
             let specs: Vec<PeerSpec> = peers
                 .iter()
@@ -131,7 +131,7 @@ impl Runtime {
                 .map(|v| v.into_iter().map(|p| p.addr).collect::<Vec<_>>())
                 .ok()
         };
-        let same_addrs = |p: &Runtime, old: &BackendConfig, new: &BackendConfig| match (
+        let same_addrs = |p: &ConfigGeneration, old: &BackendConfig, new: &BackendConfig| match (
             backend_peers(old),
             backend_peers(new),
         ) {
@@ -219,7 +219,7 @@ impl Runtime {
                 }
                 relays.insert(
                     t.path.clone(),
-                    Arc::new(RelayMount {
+                    Arc::new(RelayTenant {
                         tenant: t.id.clone(),
                         allowed_origins: t.allowed_origins.clone(),
                         auth,
@@ -391,7 +391,7 @@ impl Runtime {
             }
             endpoints.insert(t.path.clone(), Arc::new(endpoint));
         }
-        Ok(Runtime {
+        Ok(ConfigGeneration {
             state,
             config,
             endpoints,
@@ -413,7 +413,7 @@ pub struct IoLimits {
 }
 
 impl Gateway {
-    pub fn new(runtime: Runtime) -> Gateway {
+    pub fn new(runtime: ConfigGeneration) -> Gateway {
         crate::metrics::METRICS
             .config_generation
             .set(runtime.generation as i64);
@@ -458,7 +458,7 @@ impl Gateway {
         result
     }
 
-    pub fn runtime(&self) -> Arc<Runtime> {
+    pub fn current(&self) -> Arc<ConfigGeneration> {
         self.runtime.load_full()
     }
 
@@ -505,10 +505,10 @@ impl Gateway {
         };
         let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
             ctx.tenant = Some(ep.tenant.clone());
-            serve(ep, &req, &mut ctx).await
+            serve_endpoint(ep, &req, &mut ctx).await
         } else if let Some(m) = rt.relays.get(&req.path) {
             ctx.tenant = Some(m.tenant.clone());
-            relay(m, &rt, &req, &mut ctx).await
+            serve_relay(m, &rt, &req, &mut ctx).await
         } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
             ctx.tenant = Some(tenant.to_owned());
             ctx.outcome = "metadata".into();
@@ -571,7 +571,7 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = Runtime::build_from(config, generation, Some(&current), addresses)?;
+        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)?;
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }
@@ -851,7 +851,7 @@ fn head_outcome(err: &RpcError) -> String {
 }
 
 /// Admission, then the tenant's MCP endpoint.
-async fn serve(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
+async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
     let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
     let admission = Admission {
         tenant: &ep.tenant,
@@ -865,7 +865,7 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpRe
         Ok(a) => a,
         Err(e) => return refused(&e, req, ep.max_json_depth),
     };
-    let caller = CallerCtx {
+    let caller = Caller {
         scope: &admitted.scope,
         private: auth.is_some(),
         auth,
@@ -875,9 +875,9 @@ async fn serve(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpRe
 }
 
 /// Admission, then the relay.
-async fn relay(
-    m: &RelayMount,
-    rt: &Runtime,
+async fn serve_relay(
+    m: &RelayTenant,
+    rt: &ConfigGeneration,
     req: &HttpRequest,
     ctx: &mut RequestCtx,
 ) -> HttpResponse {

@@ -1,7 +1,7 @@
+use aap_gateway::admin::{Admin, IngressProbe};
 use aap_gateway::config::Config;
-use aap_gateway::gateway::{Gateway, Runtime};
+use aap_gateway::gateway::{ConfigGeneration, Gateway};
 use aap_gateway::ingress::Ingress;
-use aap_gateway::proxy::{Admin, IngressProbe};
 use aap_gateway::tls::CertStore;
 use clap::{Parser, Subcommand};
 use pingora::listeners::tls::TlsSettings;
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
         }
     };
     match &cli.command {
-        Some(Command::Check) => match Runtime::build(cfg, 0) {
+        Some(Command::Check) => match ConfigGeneration::build(cfg, 0) {
             Ok(rt) => {
                 println!(
                     "{}: ok ({} tenant(s))",
@@ -151,7 +151,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Some(Command::Catalog { tenant }) => match Runtime::build(cfg, 0) {
+        Some(Command::Catalog { tenant }) => match ConfigGeneration::build(cfg, 0) {
             Ok(rt) => {
                 let mut out = serde_json::Map::new();
                 let mut eps: Vec<_> = rt.endpoints.values().collect();
@@ -225,7 +225,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
         return ExitCode::from(2);
     }
-    let runtime = match Runtime::start(cfg, 1) {
+    let runtime = match ConfigGeneration::start(cfg, 1) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("aap-gateway: config error in {}: {e}", path.display());
@@ -413,7 +413,7 @@ fn passthrough(listen: &str, upstream: &str, cfg: &aap_gateway::config::ServerCo
     server.bootstrap();
     let mut svc = http_proxy_service(
         &server.configuration,
-        aap_gateway::proxy::PassThrough {
+        aap_gateway::passthrough::PassThrough {
             upstream: upstream.to_owned(),
         },
     );

@@ -75,7 +75,7 @@ impl ServerApp for Ingress {
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
         let (max, max_per_ip) = {
-            let rt = self.gateway.runtime();
+            let rt = self.gateway.current();
             let l = &rt.config.limits;
             (l.max_connections, l.max_connections_per_ip)
         };
@@ -122,7 +122,7 @@ impl Conn<'_> {
         let accepted = Instant::now();
         loop {
             let (io, head_limits, write_cap) = {
-                let rt = self.ingress.gateway.runtime();
+                let rt = self.ingress.gateway.current();
                 let l = &rt.config.limits;
                 (
                     self.ingress.gateway.io_limits(),
@@ -582,7 +582,7 @@ impl Ingress {
         started: Instant,
         correlation: &str,
     ) {
-        let rt = self.gateway.runtime();
+        let rt = self.gateway.current();
         let tenant = path
             .and_then(|p| {
                 rt.endpoints

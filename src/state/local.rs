@@ -3,7 +3,7 @@
 //! and in-memory token buckets.
 
 use super::{lock, Begin, Bucket, Claim, Resolution, Resolved, SharedState, StateError, Take};
-use crate::util::now_unix_ms;
+use crate::clock::now_unix_ms;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -12,7 +12,7 @@
 use super::{
     Begin, Bucket, Claim, LeadRecorded, Resolution, Resolved, SharedState, StateError, Take,
 };
-use crate::util::now_unix_ms;
+use crate::clock::now_unix_ms;
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use serde_json::Value;

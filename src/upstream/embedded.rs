@@ -6,8 +6,8 @@ use crate::aap::error::{aap_error, ErrorCode};
 use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use crate::backend::{Backend, BackendError, SkillCall};
+use crate::clock::{now_rfc3339, now_unix_ms};
 use crate::state::{LeadRecorded, SharedState};
-use crate::util::{now_rfc3339, now_unix_ms};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -657,7 +657,7 @@ fn compare_values(a: &Value, b: &Value) -> std::cmp::Ordering {
 
 /// A stable hash of the query a cursor belongs to.
 fn query_hash(filters: Option<&Map<String, Value>>, sort: Option<&Value>) -> u64 {
-    let canon = crate::util::canonical_json(&json!({"f": filters, "s": sort}));
+    let canon = crate::digest::canonical_json(&json!({"f": filters, "s": sort}));
     let mut h = std::collections::hash_map::DefaultHasher::new();
     canon.hash(&mut h);
     // DefaultHasher is stable within one build; cursors also carry a MAC.

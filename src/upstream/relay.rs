@@ -5,7 +5,7 @@
 //! GET event streams and DELETE) and streams the answer back untouched. The
 //! gateway still applies admission (Origin, auth, rate limits, body size)
 //! and makes the MCP metadata headers agree with the body (see
-//! [`crate::mcp::relay`]). It remembers, per upstream `Mcp-Session-Id`, the
+//! [`crate::mcp::normalize`]). It remembers, per upstream `Mcp-Session-Id`, the
 //! peer that issued it (affinity) and the negotiated protocol version (to
 //! fill an omitted `MCP-Protocol-Version`).
 
@@ -17,7 +17,7 @@ use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::headers::{read_mirror_headers, SESSION_ID};
 use crate::mcp::jsonrpc::{self, Message, RpcError};
 use crate::mcp::media;
-use crate::mcp::relay::normalize;
+use crate::mcp::normalize::normalize;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;

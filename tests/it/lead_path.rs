@@ -876,7 +876,7 @@ fn a_record_with_the_older_fingerprint_still_replays() {
     let mut args = lead(&key);
     args["vehicle_of_interest"] = json!({"stock": "DT-1001", "year": 2024.0});
     let record = sha(format!("idem\0demo-toyota\0anonymous\0{key}").as_bytes());
-    let old_fp = sha(aap_gateway::util::canonical_json(&args).as_bytes());
+    let old_fp = sha(aap_gateway::digest::canonical_json(&args).as_bytes());
     let result = json!({"type": "lead.submit.response", "data": {"lead_id": "lead_before_the_upgrade", "status": "received"}});
     let exp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,6 +1,6 @@
 //! Transport-neutral request and response types.
 //!
-//! The protocol core works on these; only `ingress` and `proxy.rs` know
+//! The protocol core works on these; only `ingress` and `admin.rs` know
 //! about Pingora.
 
 use bytes::Bytes;

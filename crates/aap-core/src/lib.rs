@@ -6,7 +6,9 @@
 //! `state` (the ports the gateway crate implements), `auth` (OAuth resource-server
 //! checks; keys fetched through a port), `exchange` (the transport-neutral request
 //! and response), `config` (`gateway.toml`), `peer` (upstream addresses, syntax
-//! only), `access` (the access-log line) and `metrics` (the Prometheus registry).
+//! only), `access` (the access-log line), `metrics` (the Prometheus registry),
+//! `context` (the per-request context and its phases), `error` (the one
+//! failure → status/code table), `clock` and `digest`.
 //!
 //! The compiler enforces the boundary: this crate's manifest has no network
 //! stack, and the gateway crate depends on it, never the reverse.
@@ -14,8 +16,10 @@
 pub mod aap;
 pub mod access;
 pub mod auth;
+pub mod clock;
 pub mod config;
 pub mod context;
+pub mod digest;
 pub mod error;
 pub mod exchange;
 pub mod json;
@@ -23,7 +27,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod peer;
 pub mod state;
-pub mod util;
 
 /// The backend port, beside the contract that calls it (`aap::backend`); re-exported at the
 /// root because every implementation in the gateway crate names it.

@@ -240,7 +240,7 @@ pub static TLS_RELOADS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 
 /// Refused requests on the admin listener by reason (`missing_token`,
-/// `wrong_token`, `not_configured`); see `crate::proxy::Admin`.
+/// `wrong_token`, `not_configured`); see `crate::admin::Admin`.
 pub static ADMIN_REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     counter(
         &METRICS.registry,

@@ -104,7 +104,7 @@ pub fn aap_error_retryable(
     obj.insert("code".into(), json!(code.as_str()));
     obj.insert("message".into(), json!(message));
     obj.insert("retryable".into(), json!(retryable));
-    obj.insert("created_at".into(), json!(crate::util::now_rfc3339()));
+    obj.insert("created_at".into(), json!(crate::clock::now_rfc3339()));
     if let Some(d) = details {
         obj.insert("details".into(), d);
     }

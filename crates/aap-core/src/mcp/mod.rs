@@ -4,7 +4,7 @@
 pub mod headers;
 pub mod jsonrpc;
 pub mod media;
-pub mod relay;
+pub mod normalize;
 pub mod result;
 pub mod revision;
 pub mod server;

@@ -132,7 +132,7 @@ fn write_message(
 mod tests {
     use super::*;
     use crate::mcp::jsonrpc::result_body;
-    use crate::mcp::server::{finish, tool_result};
+    use crate::mcp::server::{tool_result_value as tool_result, with_revision_fields as finish};
     use serde_json::json;
 
     fn through_value(id: &Value, rev: Revision, r: &ToolResult) -> Vec<u8> {

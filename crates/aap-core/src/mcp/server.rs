@@ -49,7 +49,7 @@ pub struct Endpoint {
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A caller identity verified by the auth layer (`anonymous` when none).
-pub struct CallerCtx<'a> {
+pub struct Caller<'a> {
     pub scope: &'a str,
     /// True when results depend on authorization (→ `cacheScope: private`).
     pub private: bool,
@@ -59,7 +59,7 @@ pub struct CallerCtx<'a> {
     pub principal: Option<&'a crate::auth::Principal>,
 }
 
-struct Reply {
+struct RpcReply {
     status: u16,
     /// The JSON-RPC message, already serialized.
     body: Option<Vec<u8>>,
@@ -68,12 +68,12 @@ struct Reply {
     stream: Option<BodyStream>,
 }
 
-impl Reply {
+impl RpcReply {
     fn ok(body: Value) -> Self {
-        Reply::ok_bytes(serde_json::to_vec(&body).unwrap_or_default())
+        RpcReply::ok_bytes(serde_json::to_vec(&body).unwrap_or_default())
     }
     fn ok_bytes(body: Vec<u8>) -> Self {
-        Reply {
+        RpcReply {
             status: 200,
             body: Some(body),
             headers: Vec::new(),
@@ -81,7 +81,7 @@ impl Reply {
         }
     }
     fn accepted() -> Self {
-        Reply {
+        RpcReply {
             status: 202,
             body: None,
             headers: Vec::new(),
@@ -99,7 +99,7 @@ enum Answer {
 }
 
 /// The parts of a request a tools/call needs besides its params.
-struct CallCtx<'a> {
+struct ToolCallRequest<'a> {
     rev: Revision,
     id: &'a Value,
     /// `params.arguments`, read apart from the other params.
@@ -113,7 +113,7 @@ struct CallCtx<'a> {
 /// reads them; beyond this they are dropped (the result never is).
 const EVENT_BUFFER: usize = 64;
 
-impl Reply {
+impl RpcReply {
     fn with_status(mut self, status: u16) -> Self {
         self.status = status;
         self
@@ -204,7 +204,7 @@ impl Endpoint {
     pub async fn handle(
         &self,
         req: &HttpRequest,
-        caller: &CallerCtx<'_>,
+        caller: &Caller<'_>,
         out: &mut RequestCtx,
     ) -> HttpResponse {
         if !origin_allowed(&self.allowed_origins, req) {
@@ -250,7 +250,7 @@ impl Endpoint {
     async fn post(
         &self,
         req: &HttpRequest,
-        caller: &CallerCtx<'_>,
+        caller: &Caller<'_>,
         out: &mut RequestCtx,
     ) -> HttpResponse {
         let framing =
@@ -309,10 +309,10 @@ impl Endpoint {
         &self,
         req: &HttpRequest,
         message: &Message,
-        caller: &CallerCtx<'_>,
+        caller: &Caller<'_>,
         stream_ok: bool,
         out: &mut RequestCtx,
-    ) -> Result<Reply, RpcError> {
+    ) -> Result<RpcReply, RpcError> {
         let mirror =
             read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))?;
         if let Some(h) = &mirror.method {
@@ -341,7 +341,7 @@ impl Endpoint {
                     .or(session_version.as_deref())
                     .and_then(Revision::from_version)
                     .map(Revision::as_str);
-                Ok(Reply::accepted())
+                Ok(RpcReply::accepted())
             }
             Message::Request {
                 id,
@@ -363,7 +363,7 @@ impl Endpoint {
                         "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
                 }
                 let name = self.check_name(method, params.as_ref(), &mirror, out)?;
-                let ctx = CallCtx {
+                let ctx = ToolCallRequest {
                     rev,
                     id,
                     arguments: arguments.as_ref(),
@@ -374,20 +374,20 @@ impl Endpoint {
                     .method(&ctx, method, params.as_ref(), name, caller, out)
                     .await?
                 {
-                    Answer::Result(result) => Ok(Reply::ok(result_body(
+                    Answer::Result(result) => Ok(RpcReply::ok(result_body(
                         id,
-                        finish(rev, result, &self.server_name),
+                        with_revision_fields(rev, result, &self.server_name),
                     ))),
-                    Answer::Tool(result) => Ok(Reply::ok_bytes(tool_message(
+                    Answer::Tool(result) => Ok(RpcReply::ok_bytes(tool_message(
                         id,
                         rev,
                         &self.server_name,
                         SERVER_VERSION,
                         &result,
                     ))),
-                    Answer::Stream(stream) => Ok(Reply {
+                    Answer::Stream(stream) => Ok(RpcReply {
                         stream: Some(stream),
-                        ..Reply::accepted()
+                        ..RpcReply::accepted()
                     }
                     .with_status(200)),
                 }
@@ -470,7 +470,7 @@ impl Endpoint {
         message: &Message,
         mirror: &MirrorHeaders,
         out: &mut RequestCtx,
-    ) -> Result<Reply, RpcError> {
+    ) -> Result<RpcReply, RpcError> {
         let Message::Request { id, params, .. } = message else {
             return Err(RpcError::invalid_request(
                 "Invalid Request: initialize must be a request with an id",
@@ -514,7 +514,7 @@ impl Endpoint {
         if let Some(i) = &self.instructions {
             result["instructions"] = json!(i);
         }
-        let mut reply = Reply::ok(result_body(id, result));
+        let mut reply = RpcReply::ok(result_body(id, result));
         if let Some(store) = &self.sessions {
             let sid = store.create(&self.tenant, negotiated);
             reply.headers.push((headers::SESSION_ID.into(), sid));
@@ -524,11 +524,11 @@ impl Endpoint {
 
     async fn method(
         &self,
-        ctx: &CallCtx<'_>,
+        ctx: &ToolCallRequest<'_>,
         method: &str,
         params: Option<&Map<String, Value>>,
         name: Option<&str>,
-        caller: &CallerCtx<'_>,
+        caller: &Caller<'_>,
         out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let rev = ctx.rev;
@@ -599,10 +599,10 @@ impl Endpoint {
 
     async fn call_tool(
         &self,
-        ctx: &CallCtx<'_>,
+        ctx: &ToolCallRequest<'_>,
         params: Option<&Map<String, Value>>,
         name: &str,
-        caller: &CallerCtx<'_>,
+        caller: &Caller<'_>,
         out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let skill = Skill::from_tool_name(name)
@@ -715,7 +715,11 @@ impl Endpoint {
     }
 
     /// The last SSE event of a streamed call.
-    fn final_event(&self, answer: Result<ToolResult, RpcError>, ctx: &CallCtx<'_>) -> Bytes {
+    fn final_event(
+        &self,
+        answer: Result<ToolResult, RpcError>,
+        ctx: &ToolCallRequest<'_>,
+    ) -> Bytes {
         StreamFinish {
             rev: ctx.rev,
             id: ctx.id.clone(),
@@ -803,7 +807,7 @@ fn upstream_protocol_error(e: ProtocolError, rev: Revision) -> RpcError {
 /// A tools/call result as a `Value`: the payload in `structuredContent` and,
 /// serialized, in one text block. Responses are written by
 /// [`tool_message`] instead; this is the reference it is tested against.
-pub fn tool_result(payload: Value, is_error: bool) -> Value {
+pub fn tool_result_value(payload: Value, is_error: bool) -> Value {
     let text = serde_json::to_string(&payload).unwrap_or_default();
     json!({
         "content": [{ "type": "text", "text": text }],
@@ -813,7 +817,7 @@ pub fn tool_result(payload: Value, is_error: bool) -> Value {
 }
 
 /// Add the revision-specific result fields.
-pub fn finish(rev: Revision, mut result: Value, server_name: &str) -> Value {
+pub fn with_revision_fields(rev: Revision, mut result: Value, server_name: &str) -> Value {
     if rev == Revision::Modern {
         if let Some(obj) = result.as_object_mut() {
             obj.insert("resultType".into(), json!("complete"));

@@ -1,5 +1,5 @@
-//! Pingora glue for the admin listener (health, readiness, metrics, reload)
-//! and the pass-through baseline; the public listener is `crate::ingress`.
+//! The admin listener on Pingora's HTTP stack: health, readiness, metrics, reload, idempotency
+//! resolution, behind the admin token. Never serves MCP; the public listener is `crate::ingress`.
 
 use crate::exchange::HttpResponse;
 use crate::gateway::Gateway;
@@ -111,7 +111,7 @@ impl ProxyHttp for Admin {
         // (POST /reload, POST /idempotency/resolve and whatever is added
         // later) needs the admin token.
         if !matches!(method.as_str(), "GET" | "HEAD") {
-            let rt = self.gateway.runtime();
+            let rt = self.gateway.current();
             let presented = bearer(session.req_header());
             if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {
                 write(session, refusal).await?;
@@ -123,7 +123,7 @@ impl ProxyHttp for Admin {
             let mut resp = match self.gateway.reload_from_source().await {
                 Ok(g) => serde_json::json!({"status": "reloaded", "config_generation": g}),
                 Err(e) => {
-                    serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.runtime().generation})
+                    serde_json::json!({"status": "rejected", "error": e, "config_generation": self.gateway.current().generation})
                 }
             };
             match tls {
@@ -145,14 +145,14 @@ impl ProxyHttp for Admin {
             return Ok(true);
         }
         if let ("POST", "/idempotency/resolve") = (method.as_str(), path.as_str()) {
-            let state = self.gateway.runtime().state.clone();
+            let state = self.gateway.current().state.clone();
             let query = session.req_header().uri.query().map(str::to_owned);
             let (status, body) =
                 crate::state::admin_resolve(state.as_ref(), query.as_deref()).await;
             write(session, HttpResponse::json(status, &body)).await?;
             return Ok(true);
         }
-        let rt = self.gateway.runtime();
+        let rt = self.gateway.current();
         let resp = match path.as_str() {
             "/readyz" if crate::shutdown::draining() => HttpResponse::json(
                 503,
@@ -284,26 +284,6 @@ fn authorize(
             "wrong_token",
             "the admin token is not valid".into(),
         ))
-    }
-}
-
-/// A minimal Pingora reverse proxy with no MCP work at all: the baseline
-/// the load script compares the full gateway against.
-pub struct PassThrough {
-    pub upstream: String,
-}
-
-#[async_trait]
-impl ProxyHttp for PassThrough {
-    type CTX = ();
-    fn new_ctx(&self) {}
-
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
-        Ok(Box::new(HttpPeer::new(
-            self.upstream.as_str(),
-            false,
-            String::new(),
-        )))
     }
 }
 

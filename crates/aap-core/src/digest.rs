@@ -1,24 +1,7 @@
-//! Small shared helpers.
+//! Digests of JSON documents: key-sorted canonical text and SHA-256 in hex.
+//! (The lead fingerprint's RFC 8785 form lives with the contract that uses it.)
 
 use serde_json::{Map, Value};
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
-
-pub fn now_rfc3339() -> String {
-    OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| OffsetDateTime::now_utc())
-        .format(&Rfc3339)
-        .unwrap_or_default()
-}
-
-pub fn now_unix_ms() -> u64 {
-    (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as u64
-}
-
-pub fn parse_rfc3339(s: &str) -> Option<OffsetDateTime> {
-    OffsetDateTime::parse(s, &Rfc3339).ok()
-}
 
 /// Serialize with object keys sorted at every level, so that equal JSON
 /// documents give equal bytes (used for idempotency fingerprints).
