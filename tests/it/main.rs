@@ -15,6 +15,7 @@ mod lead_path;
 mod limits;
 mod logs;
 mod ops;
+mod pipeline;
 mod protocol_details;
 mod relay;
 mod rmcp_client;
