@@ -24,8 +24,8 @@
 #    second one on the same volume, locked down as ops/k8s runs it (read-only
 #    root, no capabilities): the retry still gets the same lead_id.
 # 5. Removes the containers and the volume on any exit; keeps the image
-#    ($AAP_IMAGE_TAG, default localhost/aap-gateway:test) and the layer cache,
-#    and drops images left untagged by an earlier build.
+#    ($AAP_IMAGE_TAG, default localhost/aap-gateway:test) and the layer cache;
+#    removes the image this build replaced.
 #
 # Needs root (or sudo) for podman/buildah. Exits non-zero on any failure.
 set -euo pipefail
@@ -65,15 +65,20 @@ bash scripts/container-base.sh
 echo "[image] buildah build (profile $PROFILE) -> $IMAGE"
 secret=()
 if [ -s "$CA_BUNDLE" ]; then secret=(--secret "id=cacerts,src=$CA_BUNDLE"); fi
+old_id="$($SUDO podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 start=$SECONDS
 $SUDO buildah build --layers --isolation chroot "${ULIMITS[@]}" "${secret[@]}" \
   --build-arg "BUILDER_IMAGE=$BASE_IMAGE" --build-arg "RUNTIME_IMAGE=$BASE_IMAGE" \
   --build-arg "PROFILE=$PROFILE" -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
   || { tail -n 60 "$WORK/build.log" >&2; fail "buildah build failed"; }
 echo "[image] built in $((SECONDS - start)) s ($(grep -c '^--> Using cache' "$WORK/build.log" || true) steps from cache)"
-# A rebuild leaves the previous image untagged; drop those (the layer cache
-# of intermediate steps is kept).
-$SUDO podman image prune -f >/dev/null 2>&1 || true
+# A rebuild leaves the previous image untagged: remove it. Not `podman image
+# prune`: that also removes the untagged intermediate images that are the
+# layer cache (the dependency layer among them).
+new_id="$($SUDO podman image inspect --format '{{.Id}}' "$IMAGE")"
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then
+  $SUDO podman rmi "$old_id" >/dev/null 2>&1 || true
+fi
 
 echo "[image] image config"
 cfg="$($SUDO podman image inspect --format '{{json .Config}}' "$IMAGE")"
