@@ -77,6 +77,6 @@ EOF
 $SUDO rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin \
   "$root"/var/lib/apt/lists/* "$root/etc/resolv.conf" "$root/etc/hostname"
 $SUDO mkdir -p "$root/var/lib/apt/lists/partial"
-$SUDO tar -C "$root" -c . | $SUDO podman import \
+$SUDO tar -C "$root" -c . | $SUDO podman import --quiet \
   --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
 echo "[container-base] imported $BASE_IMAGE ($((SECONDS - start)) s in all)"

@@ -38,9 +38,10 @@ PROFILE="${AAP_IMAGE_PROFILE:-release}"
 CA_BUNDLE="${AAP_IMAGE_CA_BUNDLE:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-# crun (podman's default) fails on hosts with hybrid cgroups, and podman's
-# default ulimits (nofile 1048576) exceed what an unprivileged-looking
-# sandbox may set (setrlimit EPERM): runc, cgroupfs and explicit limits.
+# runc explicitly (podman prefers crun when both are installed, and crun is
+# reported to fail on this host's hybrid v1/v2 cgroups); cgroupfs because
+# PID 1 is not systemd; explicit ulimits because podman's defaults (nofile
+# 1048576) exceed what the sandbox may set (setrlimit: operation not permitted).
 ULIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
 PODMAN=($SUDO podman --runtime runc --cgroup-manager cgroupfs)
 NAME="aap-image-test-$$"
