@@ -10,7 +10,8 @@
 #   buildah build --layers --isolation chroot \
 #     --build-arg BUILDER_IMAGE=localhost/debian-base:bookworm \
 #     --build-arg RUNTIME_IMAGE=localhost/debian-base:bookworm -t aap-gateway .
-# (tests/image/run.sh does exactly that and drives the result).
+# (tests/image/run.sh does that, with --build-arg PROFILE=release, the ulimits
+# and the cacerts secret below, and drives the result).
 
 # Base images. The defaults are the public images; any Debian bookworm image
 # works for either, because the build stage installs a Rust toolchain itself
