@@ -47,6 +47,8 @@ PODMAN=($SUDO podman --runtime runc --cgroup-manager cgroupfs)
 NAME="aap-image-test-$$"
 VOLUME="aap-image-test-state-$$"
 WORK="$(mktemp -d)"
+mkdir -p target
+BUILD_LOG="$REPO/target/image-build.log"
 cleanup() {
   local rc=$?
   "${PODMAN[@]}" rm -f -t 2 "$NAME" "$NAME-2" >/dev/null 2>&1 || true
@@ -70,9 +72,12 @@ old_id="$($SUDO podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || 
 start=$SECONDS
 $SUDO buildah build --layers --isolation chroot "${ULIMITS[@]}" "${secret[@]}" \
   --build-arg "BUILDER_IMAGE=$BASE_IMAGE" --build-arg "RUNTIME_IMAGE=$BASE_IMAGE" \
-  --build-arg "PROFILE=$PROFILE" -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
-  || { tail -n 60 "$WORK/build.log" >&2; fail "buildah build failed"; }
-echo "[image] built in $((SECONDS - start)) s ($(grep -c '^--> Using cache' "$WORK/build.log" || true) steps from cache)"
+  --build-arg "PROFILE=$PROFILE" -t "$IMAGE" . >"$BUILD_LOG" 2>&1 \
+  || { tail -n 60 "$BUILD_LOG" >&2; fail "buildah build failed (log: $BUILD_LOG)"; }
+echo "[image] built in $((SECONDS - start)) s; $(grep -c '^--> Using cache' "$BUILD_LOG" || true) steps from cache (log: $BUILD_LOG)"
+if grep -q '^--> Using cache' < <(grep -A1 'STEP .*cargo build --profile "$PROFILE" --locked --bin aap-gateway$' "$BUILD_LOG"); then
+  echo "[image] dependency layer reused"
+fi
 # A rebuild leaves the previous image untagged: remove it. Not `podman image
 # prune`: that also removes the untagged intermediate images that are the
 # layer cache (the dependency layer among them).
