@@ -15,6 +15,8 @@
 # so the latency columns show what each hop adds rather than how long the queue is.
 #   RATE=0 bash benches/load.sh     # skip the paced comparison
 #   PROFILE=dist bash benches/load.sh  # all four processes from the Docker image's build profile
+#   BIN=/path/to/aap-gateway bash benches/load.sh  # all four processes from another build (a baseline
+#                                   # commit, to compare two builds on one machine in one session)
 #   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
 #                                   # every SOAK_EVERY=5 s (first/last/max printed)
 set -euo pipefail
@@ -25,8 +27,10 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk 
 bash scripts/setup.sh
 # PROFILE=dist measures the binary the Docker image ships (Cargo.toml [profile.dist]).
 PROFILE=${PROFILE:-release}
-cargo build --profile "$PROFILE" -q
-BIN=target/$PROFILE/aap-gateway
+if [ -z "${BIN:-}" ]; then
+  cargo build --profile "$PROFILE" -q
+  BIN=target/$PROFILE/aap-gateway
+fi
 WORK=$(mktemp -d)
 PIDS=()
 # SIGINT stops a gateway at once (SIGTERM would drain for seconds, and a run started meanwhile on the same

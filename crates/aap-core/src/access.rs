@@ -43,7 +43,7 @@ pub fn enabled() -> bool {
 /// The line for `record` at `now`, newline included.
 ///
 /// ```
-/// use aap_gateway::access::{line, AccessRecord};
+/// use aap_core::access::{line, AccessRecord};
 /// let r = AccessRecord {
 ///     correlation_id: "c0ffee", tenant: "demo", binding: "mcp", mcp_revision: "2026-07-28",
 ///     aap_version: "3.0.0", http_method: "POST", rpc_method: "tools/call",

@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 /// request, or owned), and its `Value` once asked for.
 ///
 /// ```
-/// use aap_gateway::aap::arguments::Arguments;
-/// use aap_gateway::json::Doc;
+/// use aap_core::aap::arguments::Arguments;
+/// use aap_core::json::Doc;
 ///
 /// let doc = Doc::parse(r#"{"type": "dealer.information.request"}"#).unwrap();
 /// let args = Arguments::new(&doc);

@@ -16,7 +16,7 @@ use std::ops::Range;
 /// A parsed JSON value with its text.
 ///
 /// ```
-/// use aap_gateway::json::Doc;
+/// use aap_core::json::Doc;
 /// let text = r#"{"type":"x","n":[1,2.5,"\u00e9"]}"#;
 /// let doc = Doc::parse(text).unwrap();
 /// assert_eq!(doc.to_value(), serde_json::from_str::<serde_json::Value>(text).unwrap());

@@ -57,7 +57,7 @@ impl std::error::Error for Error {}
 /// A cursor over one JSON text.
 ///
 /// ```
-/// use aap_gateway::json::Reader;
+/// use aap_core::json::Reader;
 /// let mut r = Reader::new(r#" {"id": 7, "result": {"text": "a\"b"}} "#);
 /// let mut result = None;
 /// r.object(|r, key| {
@@ -318,7 +318,7 @@ impl<'a> Reader<'a> {
     /// other members are skipped.
     ///
     /// ```
-    /// use aap_gateway::json::Reader;
+    /// use aap_core::json::Reader;
     /// let mut id = None;
     /// let mut r = Reader::new(r#"{"x": [1], "id": "a"}"#);
     /// r.known_members(["id"], |r, _| Ok(id = Some(r.string()?))).unwrap();

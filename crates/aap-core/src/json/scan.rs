@@ -41,7 +41,7 @@ pub struct StrEnd {
 /// the opening quote).
 ///
 /// ```
-/// use aap_gateway::json::scan::string_end;
+/// use aap_core::json::scan::string_end;
 /// let text = br#""a \"quoted\" word" tail"#;
 /// let end = string_end(text, 1).unwrap();
 /// assert_eq!(end.close, 18);

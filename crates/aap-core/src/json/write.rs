@@ -13,7 +13,7 @@ use super::scan::special16;
 ///
 /// ```
 /// let mut out = Vec::new();
-/// aap_gateway::json::write_str(&mut out, "say \"hi\"\n");
+/// aap_core::json::write_str(&mut out, "say \"hi\"\n");
 /// assert_eq!(out, serde_json::to_vec("say \"hi\"\n").unwrap());
 /// ```
 pub fn write_str(out: &mut Vec<u8>, s: &str) {

@@ -50,8 +50,8 @@ impl Serialize for ServerMeta<'_> {
 /// built through `Value`, for a fraction of the work.
 ///
 /// ```
-/// use aap_gateway::mcp::result::{tool_message, ToolResult};
-/// use aap_gateway::mcp::revision::Revision;
+/// use aap_core::mcp::result::{tool_message, ToolResult};
+/// use aap_core::mcp::revision::Revision;
 /// use serde_json::{json, Value};
 ///
 /// let r = ToolResult { payload: json!({"type": "dealer.information.response"}).into(), is_error: false };
