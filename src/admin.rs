@@ -75,7 +75,7 @@ impl IngressProbe {
 async fn write(session: &mut ServerSession, mut resp: HttpResponse) -> Result<()> {
     let mut header = ResponseHeader::build(resp.status, Some(resp.headers.len() + 2))?;
     for (n, v) in &resp.headers {
-        header.append_header(n.clone(), v.clone())?;
+        header.insert_header(n.clone(), v.as_str())?;
     }
     let Some(mut rest) = resp.stream.take() else {
         header.insert_header("content-length", resp.body.len().to_string())?;
@@ -114,7 +114,7 @@ impl ProxyHttp for Admin {
             let rt = self.gateway.current();
             let presented = bearer(session.req_header());
             if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {
-                write(session, *refusal).await?;
+                write(session, refusal).await?;
                 return Ok(true);
             }
         }
@@ -222,7 +222,7 @@ fn authorize(
     presented: std::result::Result<Option<&str>, ()>,
     method: &str,
     path: &str,
-) -> std::result::Result<(), Box<HttpResponse>> {
+) -> std::result::Result<(), HttpResponse> {
     use sha2::{Digest, Sha256};
     use subtle::ConstantTimeEq;
     let refuse = |status: u16, reason: &str, message: String| {
@@ -234,11 +234,11 @@ fn authorize(
             status,
             &serde_json::json!({"error": reason, "message": message}),
         );
-        Box::new(if status == 401 {
+        if status == 401 {
             resp.with_header("www-authenticate", "Bearer realm=\"aap-gateway admin\"")
         } else {
             resp
-        })
+        }
     };
     let Some(expected) = &server.admin_secret else {
         let how = match &server.admin_token_env {

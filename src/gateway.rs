@@ -491,7 +491,7 @@ impl Gateway {
     /// admission and the tenant's endpoint or relay, then `logging` (see
     /// `aap_core::context` for the phases).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let mut ctx = RequestCtx::new(req.method.as_str(), req.header_str("traceparent"));
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         let rt = self.runtime.load_full();
         let metadata_of = |path: &String| {
             rt.endpoints
@@ -534,7 +534,7 @@ impl Gateway {
     /// would take a token twice); scope checks that need the tool name wait
     /// for the body. Logged and counted like any other answer.
     pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
-        let mut ctx = RequestCtx::new(req.method.as_str(), req.header_str("traceparent"));
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         let rt = self.runtime.load_full();
         let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
             (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
@@ -553,7 +553,7 @@ impl Gateway {
         };
         ctx.outcome = head_outcome(&err);
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
-        resp.extend_headers(err.headers.iter().cloned());
+        resp.headers.extend(err.headers.iter().cloned());
         Some(finish(&ctx, resp))
     }
 
@@ -714,7 +714,7 @@ fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
 fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
     let id = crate::mcp::jsonrpc::request_id(&req.body, max_json_depth);
     let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
-    resp.extend_headers(e.headers.iter().cloned());
+    resp.headers.extend(e.headers.iter().cloned());
     resp
 }
 
@@ -836,7 +836,7 @@ async fn head_auth(auth: Option<&Authenticator>, req: &HttpRequest) -> Option<Rp
 /// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
 fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
     let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
-    ctx.logging(resp.status.as_u16());
+    ctx.logging(resp.status);
     resp
 }
 

@@ -9,7 +9,6 @@
 //! refusing a bare LF at the end of the size line: a front proxy that stops
 //! at that LF would read a different body than we do (request smuggling).
 
-use aap_core::exchange::{HeaderMap, HeaderName, HeaderValue, Method};
 use std::mem::MaybeUninit;
 
 /// The most header lines the tokenizer holds (see the config limit).
@@ -54,11 +53,11 @@ pub enum Framing {
 /// A complete, checked request head.
 #[derive(Debug)]
 pub struct Head {
-    pub method: Method,
+    pub method: String,
     pub path: String,
     pub query: Option<String>,
-    /// Values as sent, in arrival order.
-    pub headers: HeaderMap,
+    /// Names lowercased, values as sent.
+    pub headers: Vec<(String, Vec<u8>)>,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and 1.2–1.9, handled as 1.1).
     pub minor: u8,
     pub framing: Framing,
@@ -226,16 +225,9 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
     let mut close = false;
     let mut keep_alive_token = false;
     let mut expect_continue = false;
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    let mut headers = Vec::with_capacity(req.headers.len());
     for h in req.headers.iter() {
-        // httparse checked the name is a token and the value holds no
-        // control bytes; the `http` types check the same again.
-        let (Ok(name), Ok(raw)) = (
-            HeaderName::from_bytes(h.name.as_bytes()),
-            HeaderValue::from_bytes(h.value),
-        ) else {
-            return Err(Refusal::bad("Bad Request: invalid header field"));
-        };
+        let name = h.name.to_ascii_lowercase();
         let value = trim_ows(h.value);
         match name.as_str() {
             "host" => {
@@ -269,7 +261,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
             }
             _ => {}
         }
-        headers.append(name, raw);
+        headers.push((name, h.value.to_vec()));
     }
     // RFC 9112 §3.2: exactly one Host on HTTP/1.1, at most one on 1.0.
     if hosts > 1 || (minor == 1 && hosts == 0) {
@@ -299,10 +291,8 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
         }
         (true, None) => codings.framing()?,
     };
-    let method = Method::from_bytes(method.as_bytes())
-        .map_err(|_| Refusal::bad("Bad Request: invalid method"))?;
     Ok(Head {
-        method,
+        method: method.to_owned(),
         path,
         query,
         headers,
@@ -730,7 +720,7 @@ pub fn write_head(
     out: &mut Vec<u8>,
     minor: u8,
     status: u16,
-    headers: &HeaderMap,
+    headers: &[(String, String)],
     body: BodyFraming,
     keep_alive: bool,
 ) {
@@ -742,19 +732,17 @@ pub fn write_head(
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
     for (n, v) in headers {
-        let framing = n == http::header::CONTENT_LENGTH
-            || n == http::header::TRANSFER_ENCODING
-            || n == http::header::CONNECTION;
-        // `HeaderValue` refuses CR, LF and NUL already; checked again here
-        // because this is where a broken value would split the head.
-        let unsafe_bytes = v
-            .as_bytes()
-            .iter()
-            .any(|&b| b == b'\r' || b == b'\n' || b == 0);
-        if framing || unsafe_bytes {
+        let framing = n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("transfer-encoding")
+            || n.eq_ignore_ascii_case("connection");
+        let unsafe_bytes = n
+            .bytes()
+            .chain(v.bytes())
+            .any(|b| b == b'\r' || b == b'\n' || b == 0);
+        if framing || unsafe_bytes || n.is_empty() {
             continue;
         }
-        out.extend_from_slice(n.as_str().as_bytes());
+        out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(v.as_bytes());
         out.extend_from_slice(b"\r\n");

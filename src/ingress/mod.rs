@@ -414,7 +414,7 @@ impl Conn<'_> {
             h1::write_head(
                 &mut self.wbuf,
                 minor,
-                resp.status.as_u16(),
+                resp.status,
                 &resp.headers,
                 BodyFraming::Length(resp.body.len()),
                 keep_alive,
@@ -442,7 +442,7 @@ impl Conn<'_> {
         h1::write_head(
             &mut self.wbuf,
             minor,
-            resp.status.as_u16(),
+            resp.status,
             &resp.headers,
             framing,
             keep_alive,

@@ -148,7 +148,7 @@ impl Relay {
             Err((err, id)) => {
                 out.outcome = err.code.to_string();
                 let mut resp = HttpResponse::json(err.http_status, &err.to_body(id.as_ref()));
-                resp.extend_headers(err.headers.iter().cloned());
+                resp.headers.extend(err.headers.iter().cloned());
                 resp
             }
         }
@@ -179,7 +179,7 @@ impl Relay {
                 id = message.id().cloned();
                 out.method = message.method().map(str::to_owned);
                 let mirror = read_mirror_headers(
-                    req.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+                    req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
                 )
                 .map_err(|e| (e, id.clone()))?;
                 let n = normalize(
@@ -205,7 +205,7 @@ impl Relay {
                 out.outcome = "405".into();
                 let err = method_not_allowed();
                 let mut resp = HttpResponse::json(405, &err.to_body(None));
-                resp.extend_headers(err.headers);
+                resp.headers.extend(err.headers);
                 return Ok(resp);
             }
         }
@@ -219,7 +219,7 @@ impl Relay {
             None => self.cfg.path.clone(),
         };
         let upstream_req = Request {
-            method: req.method.as_str(),
+            method: &req.method,
             path: &path,
             headers,
             extra_headers: &passed,
@@ -238,12 +238,12 @@ impl Relay {
             .map_err(|e| (upstream_error(&e), id.clone()))?;
         let peer = opened.peer;
         let mut resp = HttpResponse::new(opened.status);
-        resp.extend_headers(
-            opened
-                .headers
-                .into_iter()
-                .filter(|(n, _)| !is_hop_header(n) && !n.eq_ignore_ascii_case("content-length")),
-        );
+        resp.headers = opened
+            .headers
+            .into_iter()
+            .filter(|(n, _)| !is_hop_header(n) && !n.eq_ignore_ascii_case("content-length"))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v))
+            .collect();
         let issued = resp.header(SESSION_ID).map(str::to_owned);
         match opened.body {
             StreamedBody::Whole(body) => {
@@ -342,15 +342,11 @@ fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
     req.headers
         .iter()
         .filter(|(n, _)| {
-            let n = n.as_str();
             !is_hop_header(n)
                 && !NOT_FORWARDED.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named.iter().any(|c| n.eq_ignore_ascii_case(c))
         })
-        .filter_map(|(n, v)| {
-            let value = std::str::from_utf8(v.as_bytes()).ok()?;
-            Some((n.as_str().to_owned(), value.to_owned()))
-        })
+        .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
         .collect()
 }
 
@@ -398,17 +394,21 @@ mod tests {
 
     #[test]
     fn hop_by_hop_and_credentials_stay_behind() {
-        let mut req = HttpRequest::new(crate::exchange::Method::POST, "/mcp");
-        for (name, value) in [
-            ("authorization", "Bearer client-secret"),
-            ("connection", "keep-alive, x-hop"),
-            ("x-hop", "1"),
-            ("host", "gw"),
-            ("mcp-session-id", "abc"),
-            ("accept", "application/json, text/event-stream"),
-        ] {
-            assert!(req.append_header(name, value.as_bytes()));
-        }
+        let req = HttpRequest {
+            method: "POST".into(),
+            headers: vec![
+                ("authorization".into(), b"Bearer client-secret".to_vec()),
+                ("connection".into(), b"keep-alive, x-hop".to_vec()),
+                ("x-hop".into(), b"1".to_vec()),
+                ("host".into(), b"gw".to_vec()),
+                ("mcp-session-id".into(), b"abc".to_vec()),
+                (
+                    "accept".into(),
+                    b"application/json, text/event-stream".to_vec(),
+                ),
+            ],
+            ..HttpRequest::default()
+        };
         let names: Vec<String> = forwarded_headers(&req)
             .into_iter()
             .map(|(n, _)| n)

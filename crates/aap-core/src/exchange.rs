@@ -1,56 +1,30 @@
-//! The transport-neutral request and response the core works on, in the `http` crate's types
-//! (`Method`, `StatusCode`, `HeaderMap`); the gateway crate's ingress builds and writes them.
+//! Transport-neutral request and response types.
+//!
+//! The protocol core works on these; only `ingress` and `admin.rs` know
+//! about Pingora.
 
 use bytes::Bytes;
-pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use std::net::IpAddr;
 
-/// An HTTP request as the core sees it: header values raw, in arrival order.
-///
-/// ```
-/// use aap_core::exchange::{HttpRequest, Method};
-/// let mut req = HttpRequest::new(Method::POST, "/mcp");
-/// req.append_header("Content-Type", b"application/json");
-/// assert_eq!(req.header_str("content-type"), Some("application/json"));
-/// ```
+/// An HTTP request as the core sees it: header names lowercased, values raw.
 #[derive(Debug, Clone, Default)]
 pub struct HttpRequest {
-    pub method: Method,
+    pub method: String,
     /// Path without the query string.
     pub path: String,
     pub query: Option<String>,
-    pub headers: HeaderMap,
+    pub headers: Vec<(String, Vec<u8>)>,
     pub body: Bytes,
     pub peer_ip: Option<IpAddr>,
 }
 
 impl HttpRequest {
-    pub fn new(method: Method, path: &str) -> Self {
-        HttpRequest {
-            method,
-            path: path.to_owned(),
-            ..Default::default()
-        }
-    }
-
-    /// Add a header line; `false` (nothing added) when the name is not an
-    /// HTTP token or the value holds a control character.
-    pub fn append_header(&mut self, name: &str, value: &[u8]) -> bool {
-        match (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value),
-        ) {
-            (Ok(n), Ok(v)) => {
-                self.headers.append(n, v);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// All values of a header (name matched case-insensitively).
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers.get_all(name).iter().map(HeaderValue::as_bytes)
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
     }
 
     /// The single value of a header as UTF-8, if present exactly once and valid.
@@ -75,8 +49,8 @@ pub type BodyStream = tokio::sync::mpsc::Receiver<Bytes>;
 /// An HTTP response produced by the core.
 #[derive(Debug)]
 pub struct HttpResponse {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
     /// The whole body, or its first part when `stream` is set.
     pub body: Bytes,
     /// More body, written as it arrives (chunked framing).
@@ -86,8 +60,8 @@ pub struct HttpResponse {
 impl HttpResponse {
     pub fn new(status: u16) -> Self {
         HttpResponse {
-            status: status_code(status),
-            headers: HeaderMap::new(),
+            status,
+            headers: Vec::new(),
             body: Bytes::new(),
             stream: None,
         }
@@ -99,9 +73,12 @@ impl HttpResponse {
 
     /// An `application/json` response from an already serialized body.
     pub fn json_bytes(status: u16, body: Vec<u8>) -> Self {
-        HttpResponse::new(status)
-            .with_header("content-type", "application/json")
-            .with_body(Bytes::from(body))
+        HttpResponse {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Bytes::from(body),
+            stream: None,
+        }
     }
 
     /// A single-event `text/event-stream` response carrying one JSON-RPC message.
@@ -115,56 +92,41 @@ impl HttpResponse {
         body.extend_from_slice(b"event: message\ndata: ");
         body.extend_from_slice(message);
         body.extend_from_slice(b"\n\n");
-        Self::sse_headers(status).with_body(Bytes::from(body))
+        HttpResponse {
+            status,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+                ("x-accel-buffering".into(), "no".into()),
+            ],
+            body: Bytes::from(body),
+            stream: None,
+        }
     }
 
     /// The head of a streamed `text/event-stream` response (no body yet).
     pub fn sse_headers(status: u16) -> Self {
-        HttpResponse::new(status)
-            .with_header("content-type", "text/event-stream")
-            .with_header("cache-control", "no-cache")
-            .with_header("x-accel-buffering", "no")
+        HttpResponse {
+            status,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("cache-control".into(), "no-cache".into()),
+                ("x-accel-buffering".into(), "no".into()),
+            ],
+            body: Bytes::new(),
+            stream: None,
+        }
     }
 
-    fn with_body(mut self, body: Bytes) -> Self {
-        self.body = body;
-        self
-    }
-
-    /// Add a header line. A name that is not an HTTP token, or a value with
-    /// a control character, is dropped (the core only writes its own names
-    /// and values, so this never happens on input).
     pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
-        self.append_header(name, value.into());
+        self.headers.push((name.to_ascii_lowercase(), value.into()));
         self
     }
 
-    /// [`HttpResponse::with_header`] in place.
-    pub fn append_header(&mut self, name: &str, value: String) {
-        let name = HeaderName::from_bytes(name.as_bytes());
-        let value = HeaderValue::try_from(value);
-        if let (Ok(n), Ok(v)) = (name, value) {
-            self.headers.append(n, v);
-        } else {
-            tracing::debug!("an invalid response header was dropped");
-        }
-    }
-
-    /// [`HttpResponse::append_header`] for each pair.
-    pub fn extend_headers(&mut self, headers: impl IntoIterator<Item = (String, String)>) {
-        for (name, value) in headers {
-            self.append_header(&name, value);
-        }
-    }
-
-    /// The first value of a header, if it is visible ASCII.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
-}
-
-/// A status code from its number; an impossible one (outside 100–999) is a
-/// 500, which the core never asks for.
-fn status_code(status: u16) -> StatusCode {
-    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }

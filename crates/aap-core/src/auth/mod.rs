@@ -427,7 +427,7 @@ impl Authenticator {
     pub fn challenge(&self, denial: &Denial) -> HttpResponse {
         let e = self.refusal(denial);
         let mut resp = HttpResponse::json(e.http_status, &e.to_body(None));
-        resp.extend_headers(e.headers);
+        resp.headers.extend(e.headers);
         resp
     }
 

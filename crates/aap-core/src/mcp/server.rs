@@ -166,7 +166,7 @@ impl Endpoint {
     ) -> HttpResponse {
         out.outcome = err.code.to_string();
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
-        resp.extend_headers(err.headers.iter().cloned());
+        resp.headers.extend(err.headers.iter().cloned());
         resp
     }
 
@@ -287,7 +287,7 @@ impl Endpoint {
                         HttpResponse::sse_bytes(reply.status, &body)
                     }
                 };
-                resp.extend_headers(reply.headers);
+                resp.headers.extend(reply.headers);
                 resp
             }
             Err(e) => {
@@ -299,7 +299,7 @@ impl Endpoint {
                     ResponseMedia::Json => HttpResponse::json(200, &body),
                     ResponseMedia::EventStream => HttpResponse::sse(200, &body),
                 };
-                resp.extend_headers(e.headers);
+                resp.headers.extend(e.headers);
                 resp
             }
         }
@@ -314,7 +314,7 @@ impl Endpoint {
         out: &mut RequestCtx,
     ) -> Result<RpcReply, RpcError> {
         let mirror =
-            read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))?;
+            read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))?;
         if let Some(h) = &mirror.method {
             if Some(h.as_str()) != message.method() {
                 return Err(RpcError::header_mismatch(
@@ -612,7 +612,7 @@ impl Endpoint {
         if let Some(auth) = caller.auth {
             if let Err(denial) = auth.authorize(skill.id(), caller.principal) {
                 let challenge = auth.challenge(&denial);
-                let mut e = match challenge.status.as_u16() {
+                let mut e = match challenge.status {
                     403 => RpcError::of(
                         Failure::InsufficientScope,
                         "Forbidden: the access token lacks the scope this tool needs",
@@ -624,9 +624,8 @@ impl Endpoint {
                 };
                 e.headers = challenge
                     .headers
-                    .get_all("www-authenticate")
-                    .iter()
-                    .filter_map(|v| Some(("www-authenticate".into(), v.to_str().ok()?.into())))
+                    .into_iter()
+                    .filter(|(n, _)| n == "www-authenticate")
                     .collect();
                 return Err(e);
             }
@@ -640,11 +639,8 @@ impl Endpoint {
                 .req
                 .headers
                 .iter()
-                .filter(|(n, _)| n.as_str().starts_with("mcp-param-"))
-                .filter_map(|(n, v)| {
-                    let value = std::str::from_utf8(v.as_bytes()).ok()?;
-                    Some((n.as_str().to_owned(), value.to_owned()))
-                })
+                .filter(|(n, _)| n.starts_with("mcp-param-"))
+                .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
                 .collect(),
             progress_token: params
                 .and_then(|p| p.get("_meta"))
