@@ -1,31 +1,28 @@
-//! The gateway runtime: built from a [`Config`], routes requests to tenant
-//! endpoints, writes one access-log line per request.
+//! The composition root: a [`ConfigGeneration`] is everything built from one config — tenants,
+//! endpoints and relays, backends, the shared state — and the DNS lookups its peers need.
 
 use crate::aap::catalog::{self, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
 use crate::aap::schemas::SchemaSet;
 use crate::aap::skill::Skill;
-use crate::auth::{AuthMode, Authenticator};
+use crate::auth::Authenticator;
 use crate::backend::{default_capabilities, Backend};
 use crate::config::StateBackend;
 use crate::config::{BackendConfig, Config};
-use crate::context::RequestCtx;
-use crate::exchange::{HttpRequest, HttpResponse};
+use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::{Caller, Endpoint};
+use crate::mcp::server::Endpoint;
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
 use crate::state::redis::RedisState;
-use crate::state::Take;
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
 use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
 use crate::upstream::relay::{Relay, RelayConfig};
-use arc_swap::ArcSwap;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,23 +62,6 @@ impl RelayTenant {
             return Some(crate::mcp::server::origin_refused());
         }
         self.relay.head_refusal(req)
-    }
-}
-
-/// Re-reads the configuration source (the file plus CLI overrides).
-pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
-
-pub struct Gateway {
-    runtime: ArcSwap<ConfigGeneration>,
-    loader: Option<ConfigLoader>,
-    reload_lock: tokio::sync::Mutex<()>,
-}
-
-impl std::fmt::Debug for Gateway {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway")
-            .field("generation", &self.runtime.load().generation)
-            .finish()
     }
 }
 
@@ -403,180 +383,6 @@ impl ConfigGeneration {
     }
 }
 
-/// Connection-level limits (see `[limits]` in `gateway.toml`).
-#[derive(Debug, Clone, Copy)]
-pub struct IoLimits {
-    pub header_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub body_timeout: Duration,
-    pub max_body: usize,
-}
-
-impl Gateway {
-    pub fn new(runtime: ConfigGeneration) -> Gateway {
-        crate::metrics::METRICS
-            .config_generation
-            .set(runtime.generation as i64);
-        Gateway {
-            runtime: ArcSwap::from_pointee(runtime),
-            loader: None,
-            reload_lock: tokio::sync::Mutex::new(()),
-        }
-    }
-
-    pub fn with_loader(mut self, loader: ConfigLoader) -> Gateway {
-        self.loader = Some(loader);
-        self
-    }
-
-    /// Re-read the configuration and swap it in. In-flight requests finish
-    /// on the runtime they started with; an invalid config (or a peer name
-    /// that does not resolve) is refused and the current one keeps serving.
-    pub async fn reload_from_source(&self) -> Result<u64, String> {
-        let _one_at_a_time = self.reload_lock.lock().await;
-        let config = self
-            .loader
-            .as_ref()
-            .ok_or_else(|| "no configuration source to reload from".to_string())
-            .and_then(|loader| loader());
-        let result = match config {
-            Ok(config) => self.reload(config).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
-        let m = &crate::metrics::METRICS;
-        match &result {
-            Ok(g) => {
-                m.reloads.with_label_values(&["ok"]).inc();
-                m.config_generation.set(*g as i64);
-                tracing::info!(generation = g, "configuration reloaded");
-            }
-            Err(e) => {
-                m.reloads.with_label_values(&["rejected"]).inc();
-                tracing::error!(error = %e, "configuration reload rejected; the previous configuration keeps serving");
-            }
-        }
-        result
-    }
-
-    pub fn current(&self) -> Arc<ConfigGeneration> {
-        self.runtime.load_full()
-    }
-
-    pub fn max_body_bytes(&self) -> usize {
-        self.runtime.load().config.limits.max_body_bytes
-    }
-
-    /// (max header count, max total header bytes).
-    pub fn header_limits(&self) -> (usize, usize) {
-        let l = &self.runtime.load().config.limits;
-        (l.max_headers, l.max_header_bytes)
-    }
-
-    pub fn body_read_timeout(&self) -> Duration {
-        Duration::from_millis(self.runtime.load().config.limits.body_read_timeout_ms)
-    }
-
-    /// The connection-level limits the ingress applies, read once per request.
-    pub fn io_limits(&self) -> IoLimits {
-        let l = &self.runtime.load().config.limits;
-        IoLimits {
-            header_timeout: Duration::from_millis(l.header_read_timeout_ms),
-            idle_timeout: Duration::from_secs(l.idle_timeout_secs),
-            body_timeout: Duration::from_millis(l.body_read_timeout_ms),
-            max_body: l.max_body_bytes,
-        }
-    }
-
-    /// Handle one request end to end and log it: `new_ctx`, `route`, then
-    /// admission and the tenant's endpoint or relay, then `logging` (see
-    /// `aap_core::context` for the phases).
-    pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
-        let rt = self.runtime.load_full();
-        let metadata_of = |path: &String| {
-            rt.endpoints
-                .get(path)
-                .map(|ep| (ep.tenant.as_str(), ep.auth.as_ref()))
-                .or_else(|| {
-                    rt.relays
-                        .get(path)
-                        .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
-                })
-        };
-        let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
-            ctx.tenant = Some(ep.tenant.clone());
-            serve_endpoint(ep, &req, &mut ctx).await
-        } else if let Some(m) = rt.relays.get(&req.path) {
-            ctx.tenant = Some(m.tenant.clone());
-            serve_relay(m, &rt, &req, &mut ctx).await
-        } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
-            ctx.tenant = Some(tenant.to_owned());
-            ctx.outcome = "metadata".into();
-            match (auth, req.method.as_str()) {
-                (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
-                    .with_header("cache-control", "max-age=300"),
-                _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
-                    .with_header("allow", "GET"),
-            }
-        } else {
-            ctx.outcome = "no_route".into();
-            not_found()
-        };
-        finish(&ctx, resp)
-    }
-
-    /// For a request with `Expect: 100-continue`: the answer to send at
-    /// once, instead of `100 Continue`, when the head alone already decides
-    /// a refusal — unknown path (404), Origin (403), HTTP method (405),
-    /// `Content-Type` (415), `Accept` (406), a missing or invalid token
-    /// (401/403) — in the admission order of [`Gateway::handle`]. `None`
-    /// means the body is wanted. Rate limits are not applied here (that
-    /// would take a token twice); scope checks that need the tool name wait
-    /// for the body. Logged and counted like any other answer.
-    pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
-        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
-        let rt = self.runtime.load_full();
-        let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
-            (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
-        } else if let Some(m) = rt.relays.get(&req.path) {
-            (&m.tenant, m.head_refusal(req), m.auth.as_deref())
-        } else if rt.metadata.contains_key(&req.path) {
-            return None;
-        } else {
-            ctx.outcome = "no_route".into();
-            return Some(finish(&ctx, not_found()));
-        };
-        ctx.tenant = Some(tenant.clone());
-        let err = match head {
-            Some(e) => e,
-            None => head_auth(auth.filter(|a| a.mode() != AuthMode::Off), req).await?,
-        };
-        ctx.outcome = head_outcome(&err);
-        let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
-        resp.headers.extend(err.headers.iter().cloned());
-        Some(finish(&ctx, resp))
-    }
-
-    /// Resolve the new config's peers (asynchronously: a reload never
-    /// blocks a worker on DNS), build a new runtime and swap it in
-    /// atomically.
-    pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
-        let addresses = resolve_peers(&config).await?;
-        let current = self.runtime.load_full();
-        let generation = current.generation + 1;
-        if config.server.listen != current.config.server.listen
-            || config.server.admin_listen != current.config.server.admin_listen
-        {
-            tracing::warn!(
-                "listen addresses cannot change on reload; restart (or upgrade) to move them"
-            );
-        }
-        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)?;
-        self.runtime.store(Arc::new(rt));
-        Ok(generation)
-    }
-}
-
 /// The peers a forwarding backend names (`None` for the embedded one).
 fn backend_peers(b: &BackendConfig) -> Option<&[String]> {
     match b {
@@ -695,212 +501,4 @@ fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
         capacity,
         per: Duration::from_secs_f64(capacity as f64 / per_second),
     })
-}
-
-/// 429 with `Retry-After` in whole seconds (at least 1).
-fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
-    let secs = retry_after_ms.div_ceil(1000).max(1);
-    let mut e = RpcError::of(
-        crate::error::Failure::RateLimited,
-        format!("Too Many Requests: the {what} request budget is used up; retry after {secs} s"),
-    )
-    .with_data(json!({"retry_after_ms": retry_after_ms}));
-    e.headers.push(("retry-after".into(), secs.to_string()));
-    e
-}
-
-/// A refusal decided before the body is interpreted, carrying the request's
-/// id when the body (already read) is a valid JSON-RPC request envelope.
-fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
-    let id = crate::mcp::jsonrpc::request_id(&req.body, max_json_depth);
-    let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
-    resp.headers.extend(e.headers.iter().cloned());
-    resp
-}
-
-/// Take a token; `Some(response)` when throttled. Fails open (with a log
-/// line) if the shared state is unreachable, so a Redis outage does not
-/// take reads down.
-async fn limit(
-    state: &dyn SharedState,
-    key: &str,
-    bucket: Option<Bucket>,
-    what: &str,
-) -> Option<RpcError> {
-    let bucket = bucket?;
-    match state.take(key, bucket).await {
-        Ok(Take::Allowed) => None,
-        Ok(Take::Limited { retry_after_ms }) => Some(throttled(retry_after_ms, what)),
-        Err(e) => {
-            tracing::warn!(error = %e, "rate-limit state unavailable; request allowed");
-            None
-        }
-    }
-}
-
-/// What admission needs to know about a tenant, whatever serves it.
-struct Admission<'a> {
-    tenant: &'a str,
-    state: &'a dyn SharedState,
-    /// The refusal the head alone decides (Origin, HTTP method, media
-    /// types), from the endpoint or relay that serves the tenant.
-    head: Option<RpcError>,
-    auth: Option<&'a Authenticator>,
-    tenant_bucket: Option<Bucket>,
-    caller_bucket: Option<Bucket>,
-}
-
-/// A caller that passed admission.
-struct Admitted {
-    scope: String,
-    principal: Option<crate::auth::Principal>,
-}
-
-/// The admission order every tenant kind shares: the head (Origin, HTTP
-/// method, media types: no state touched, no token spent), then the tenant
-/// budget, authentication and the caller budget; the error to answer when
-/// the request is refused.
-async fn admit(
-    a: &Admission<'_>,
-    req: &HttpRequest,
-    out: &mut RequestCtx,
-) -> Result<Admitted, RpcError> {
-    if let Some(e) = &a.head {
-        out.outcome = head_outcome(e);
-        return Err(e.clone());
-    }
-    if let Some(r) = limit(
-        a.state,
-        &format!("rl:tenant:{}", a.tenant),
-        a.tenant_bucket,
-        "tenant",
-    )
-    .await
-    {
-        out.outcome = "throttled".into();
-        return Err(r);
-    }
-    let principal = match a.auth {
-        Some(auth) => match auth
-            .authenticate(
-                req.header_str("authorization"),
-                req.header_count("authorization"),
-            )
-            .await
-        {
-            Ok(p) => p,
-            Err(denial) => {
-                out.outcome = "unauthorized".into();
-                return Err(auth.refusal(&denial));
-            }
-        },
-        None => None,
-    };
-    let scope = principal
-        .as_ref()
-        .map(|p| p.scope.clone())
-        .unwrap_or_else(|| "anonymous".into());
-    let limiter_key = match (&principal, req.peer_ip) {
-        (Some(p), _) => p.scope.clone(),
-        (None, Some(ip)) => format!("ip:{ip}"),
-        (None, None) => "ip:unknown".into(),
-    };
-    if let Some(r) = limit(
-        a.state,
-        &format!("rl:caller:{}:{limiter_key}", a.tenant),
-        a.caller_bucket,
-        "caller",
-    )
-    .await
-    {
-        out.outcome = "throttled".into();
-        return Err(r);
-    }
-    Ok(Admitted { scope, principal })
-}
-
-/// The authentication refusal a request's `Authorization` header alone
-/// decides (no token where one is required, or an invalid one).
-async fn head_auth(auth: Option<&Authenticator>, req: &HttpRequest) -> Option<RpcError> {
-    let auth = auth?;
-    auth.authenticate(
-        req.header_str("authorization"),
-        req.header_count("authorization"),
-    )
-    .await
-    .err()
-    .map(|denial| auth.refusal(&denial))
-}
-
-/// Stamp the correlation id on an answer, then `logging`: every answer of
-/// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
-fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
-    let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
-    ctx.logging(resp.status);
-    resp
-}
-
-/// The access-log outcome of a refusal the head decided: the same names the
-/// full pipeline gives the same refusals.
-fn head_outcome(err: &RpcError) -> String {
-    match (err.code, err.http_status) {
-        (crate::error::code::UNAUTHORIZED, _) => "unauthorized".into(),
-        (_, 403 | 405) => err.http_status.to_string(),
-        (code, _) => code.to_string(),
-    }
-}
-
-/// Admission, then the tenant's MCP endpoint.
-async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
-    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-    let admission = Admission {
-        tenant: &ep.tenant,
-        state: ep.contract.state.as_ref(),
-        head: ep.head_refusal(req),
-        auth,
-        tenant_bucket: ep.tenant_bucket,
-        caller_bucket: ep.caller_bucket,
-    };
-    let admitted = match admit(&admission, req, ctx).await {
-        Ok(a) => a,
-        Err(e) => return refused(&e, req, ep.max_json_depth),
-    };
-    let caller = Caller {
-        scope: &admitted.scope,
-        private: auth.is_some(),
-        auth,
-        principal: admitted.principal.as_ref(),
-    };
-    ep.handle(req, &caller, ctx).await
-}
-
-/// Admission, then the relay.
-async fn serve_relay(
-    m: &RelayTenant,
-    rt: &ConfigGeneration,
-    req: &HttpRequest,
-    ctx: &mut RequestCtx,
-) -> HttpResponse {
-    let admission = Admission {
-        tenant: &m.tenant,
-        state: rt.state.as_ref(),
-        head: m.head_refusal(req),
-        auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
-        tenant_bucket: m.tenant_bucket,
-        caller_bucket: m.caller_bucket,
-    };
-    if let Err(e) = admit(&admission, req, ctx).await {
-        return refused(&e, req, rt.config.limits.max_json_depth);
-    }
-    m.relay.handle(req, ctx).await
-}
-
-fn not_found() -> HttpResponse {
-    HttpResponse::json(
-        404,
-        &json!({
-            "error": "not_found",
-            "message": "No MCP endpoint is mounted at this path"
-        }),
-    )
 }

@@ -1,0 +1,275 @@
+//! Routing and the request pipeline: [`Gateway`] holds the current [`ConfigGeneration`], routes each
+//! request to a tenant, runs admission and the endpoint or relay, and ends every answer in `logging`.
+//!
+//! `generation` builds a generation from a config (the composition root); `admission` holds the
+//! one admission order every tenant kind shares.
+
+mod admission;
+mod generation;
+
+pub use generation::{resolve_peers, BuildError, ConfigGeneration, RelayTenant};
+
+use crate::auth::AuthMode;
+use crate::config::Config;
+use crate::context::RequestCtx;
+use crate::exchange::{HttpRequest, HttpResponse};
+use crate::mcp::server::{Caller, Endpoint};
+use admission::{admit, head_auth, head_outcome, refused, Admission};
+use arc_swap::ArcSwap;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Re-reads the configuration source (the file plus CLI overrides).
+pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+pub struct Gateway {
+    runtime: ArcSwap<ConfigGeneration>,
+    loader: Option<ConfigLoader>,
+    reload_lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("generation", &self.runtime.load().generation)
+            .finish()
+    }
+}
+
+/// Connection-level limits (see `[limits]` in `gateway.toml`).
+#[derive(Debug, Clone, Copy)]
+pub struct IoLimits {
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_body: usize,
+}
+
+impl Gateway {
+    pub fn new(runtime: ConfigGeneration) -> Gateway {
+        crate::metrics::METRICS
+            .config_generation
+            .set(runtime.generation as i64);
+        Gateway {
+            runtime: ArcSwap::from_pointee(runtime),
+            loader: None,
+            reload_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn with_loader(mut self, loader: ConfigLoader) -> Gateway {
+        self.loader = Some(loader);
+        self
+    }
+
+    /// Re-read the configuration and swap it in. In-flight requests finish
+    /// on the runtime they started with; an invalid config (or a peer name
+    /// that does not resolve) is refused and the current one keeps serving.
+    pub async fn reload_from_source(&self) -> Result<u64, String> {
+        let _one_at_a_time = self.reload_lock.lock().await;
+        let config = self
+            .loader
+            .as_ref()
+            .ok_or_else(|| "no configuration source to reload from".to_string())
+            .and_then(|loader| loader());
+        let result = match config {
+            Ok(config) => self.reload(config).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        let m = &crate::metrics::METRICS;
+        match &result {
+            Ok(g) => {
+                m.reloads.with_label_values(&["ok"]).inc();
+                m.config_generation.set(*g as i64);
+                tracing::info!(generation = g, "configuration reloaded");
+            }
+            Err(e) => {
+                m.reloads.with_label_values(&["rejected"]).inc();
+                tracing::error!(error = %e, "configuration reload rejected; the previous configuration keeps serving");
+            }
+        }
+        result
+    }
+
+    pub fn current(&self) -> Arc<ConfigGeneration> {
+        self.runtime.load_full()
+    }
+
+    pub fn max_body_bytes(&self) -> usize {
+        self.runtime.load().config.limits.max_body_bytes
+    }
+
+    /// (max header count, max total header bytes).
+    pub fn header_limits(&self) -> (usize, usize) {
+        let l = &self.runtime.load().config.limits;
+        (l.max_headers, l.max_header_bytes)
+    }
+
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.runtime.load().config.limits.body_read_timeout_ms)
+    }
+
+    /// The connection-level limits the ingress applies, read once per request.
+    pub fn io_limits(&self) -> IoLimits {
+        let l = &self.runtime.load().config.limits;
+        IoLimits {
+            header_timeout: Duration::from_millis(l.header_read_timeout_ms),
+            idle_timeout: Duration::from_secs(l.idle_timeout_secs),
+            body_timeout: Duration::from_millis(l.body_read_timeout_ms),
+            max_body: l.max_body_bytes,
+        }
+    }
+
+    /// Handle one request end to end and log it: `new_ctx`, `route`, then
+    /// admission and the tenant's endpoint or relay, then `logging` (see
+    /// `aap_core::context` for the phases).
+    pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        let rt = self.runtime.load_full();
+        let metadata_of = |path: &String| {
+            rt.endpoints
+                .get(path)
+                .map(|ep| (ep.tenant.as_str(), ep.auth.as_ref()))
+                .or_else(|| {
+                    rt.relays
+                        .get(path)
+                        .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
+                })
+        };
+        let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
+            ctx.tenant = Some(ep.tenant.clone());
+            serve_endpoint(ep, &req, &mut ctx).await
+        } else if let Some(m) = rt.relays.get(&req.path) {
+            ctx.tenant = Some(m.tenant.clone());
+            serve_relay(m, &rt, &req, &mut ctx).await
+        } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
+            ctx.tenant = Some(tenant.to_owned());
+            ctx.outcome = "metadata".into();
+            match (auth, req.method.as_str()) {
+                (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
+                    .with_header("cache-control", "max-age=300"),
+                _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
+                    .with_header("allow", "GET"),
+            }
+        } else {
+            ctx.outcome = "no_route".into();
+            not_found()
+        };
+        finish(&ctx, resp)
+    }
+
+    /// For a request with `Expect: 100-continue`: the answer to send at
+    /// once, instead of `100 Continue`, when the head alone already decides
+    /// a refusal — unknown path (404), Origin (403), HTTP method (405),
+    /// `Content-Type` (415), `Accept` (406), a missing or invalid token
+    /// (401/403) — in the admission order of [`Gateway::handle`]. `None`
+    /// means the body is wanted. Rate limits are not applied here (that
+    /// would take a token twice); scope checks that need the tool name wait
+    /// for the body. Logged and counted like any other answer.
+    pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        let rt = self.runtime.load_full();
+        let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
+            (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
+        } else if let Some(m) = rt.relays.get(&req.path) {
+            (&m.tenant, m.head_refusal(req), m.auth.as_deref())
+        } else if rt.metadata.contains_key(&req.path) {
+            return None;
+        } else {
+            ctx.outcome = "no_route".into();
+            return Some(finish(&ctx, not_found()));
+        };
+        ctx.tenant = Some(tenant.clone());
+        let err = match head {
+            Some(e) => e,
+            None => head_auth(auth.filter(|a| a.mode() != AuthMode::Off), req).await?,
+        };
+        ctx.outcome = head_outcome(&err);
+        let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
+        resp.headers.extend(err.headers.iter().cloned());
+        Some(finish(&ctx, resp))
+    }
+
+    /// Resolve the new config's peers (asynchronously: a reload never
+    /// blocks a worker on DNS), build a new runtime and swap it in
+    /// atomically.
+    pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
+        let addresses = resolve_peers(&config).await?;
+        let current = self.runtime.load_full();
+        let generation = current.generation + 1;
+        if config.server.listen != current.config.server.listen
+            || config.server.admin_listen != current.config.server.admin_listen
+        {
+            tracing::warn!(
+                "listen addresses cannot change on reload; restart (or upgrade) to move them"
+            );
+        }
+        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)?;
+        self.runtime.store(Arc::new(rt));
+        Ok(generation)
+    }
+}
+
+/// Stamp the correlation id on an answer, then `logging`: every answer of
+/// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
+fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
+    let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
+    ctx.logging(resp.status);
+    resp
+}
+
+/// Admission, then the tenant's MCP endpoint.
+async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
+    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+    let admission = Admission {
+        tenant: &ep.tenant,
+        state: ep.contract.state.as_ref(),
+        head: ep.head_refusal(req),
+        auth,
+        tenant_bucket: ep.tenant_bucket,
+        caller_bucket: ep.caller_bucket,
+    };
+    let admitted = match admit(&admission, req, ctx).await {
+        Ok(a) => a,
+        Err(e) => return refused(&e, req, ep.max_json_depth),
+    };
+    let caller = Caller {
+        scope: &admitted.scope,
+        private: auth.is_some(),
+        auth,
+        principal: admitted.principal.as_ref(),
+    };
+    ep.handle(req, &caller, ctx).await
+}
+
+/// Admission, then the relay.
+async fn serve_relay(
+    m: &RelayTenant,
+    rt: &ConfigGeneration,
+    req: &HttpRequest,
+    ctx: &mut RequestCtx,
+) -> HttpResponse {
+    let admission = Admission {
+        tenant: &m.tenant,
+        state: rt.state.as_ref(),
+        head: m.head_refusal(req),
+        auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
+        tenant_bucket: m.tenant_bucket,
+        caller_bucket: m.caller_bucket,
+    };
+    if let Err(e) = admit(&admission, req, ctx).await {
+        return refused(&e, req, rt.config.limits.max_json_depth);
+    }
+    m.relay.handle(req, ctx).await
+}
+
+fn not_found() -> HttpResponse {
+    HttpResponse::json(
+        404,
+        &json!({
+            "error": "not_found",
+            "message": "No MCP endpoint is mounted at this path"
+        }),
+    )
+}
