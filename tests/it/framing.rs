@@ -566,10 +566,16 @@ fn limited(global: usize, per_ip: usize) -> Gateway {
 fn connection_limits_refuse_with_a_clear_answer() {
     for (global, per_ip, status) in [(3, 0, 503), (0, 3, 429)] {
         let gw = limited(global, per_ip);
-        let held: Vec<TcpStream> = (0..3)
-            .map(|_| TcpStream::connect(("127.0.0.1", gw.port)).unwrap())
+        // Each held connection is answered once (and kept alive), so the
+        // gateway has surely accepted and counted it: a fixed sleep was not
+        // enough on a loaded 2-core CI machine.
+        let held: Vec<Client> = (0..3)
+            .map(|i| {
+                let mut c = one(&gw, post(10 + i, "").as_bytes());
+                assert_eq!(c.response().unwrap().status, 200, "held connection {i}");
+                c
+            })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
         let mut c = one(&gw, post(1, "").as_bytes());
         let v = assert_refused(&mut c, status, "over the limit");
         assert!(
@@ -580,13 +586,18 @@ fn connection_limits_refuse_with_a_clear_answer() {
             "{v}"
         );
         drop(held);
-        std::thread::sleep(Duration::from_millis(300));
-        let mut c = one(&gw, post(2, "").as_bytes());
-        assert_eq!(
-            c.response().unwrap().status,
-            200,
-            "served once a slot is free"
-        );
+        // The gateway notices the closes asynchronously: retry (bounded)
+        // until a slot is seen free.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let served = loop {
+            let mut c = one(&gw, post(2, "").as_bytes());
+            let got = c.response().map(|r| r.status);
+            if got == Some(200) || std::time::Instant::now() > deadline {
+                break got;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(served, Some(200), "served once a slot is free");
         let metrics = request(gw.admin, "GET", "/metrics", &[], b"").text();
         assert!(
             metrics.contains(&format!("status=\"{status}\"")),
