@@ -90,6 +90,18 @@ enum Command {
         #[arg(long)]
         tenant: Option<String>,
     },
+    /// Write the discovery documents (Agent Card, llms.txt, Poppy link) of
+    /// each tenant with a `public_url`: the bytes the gateway serves.
+    Publish {
+        /// Only this tenant, written straight into --out; without it, each
+        /// published tenant gets OUT/<tenant id>/.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Directory to write `.well-known/agent-card.json`, `llms.txt` and
+        /// `poppy.json` into (created if missing).
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
 }
 
 fn load(cli: &Cli) -> Result<Config, String> {
@@ -144,6 +156,9 @@ fn main() -> ExitCode {
                     cli.config.display(),
                     rt.endpoints.len() + rt.relays.len()
                 );
+                for line in publish_notes(&rt) {
+                    println!("{line}");
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -185,11 +200,106 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some(Command::Publish { tenant, out }) => match ConfigGeneration::build(cfg, 0) {
+            Ok(rt) => match write_published(&rt, tenant.as_deref(), out) {
+                Ok(written) => {
+                    for p in written {
+                        println!("{}", p.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("aap-gateway: publish: {e}");
+                    ExitCode::from(2)
+                }
+            },
+            Err(e) => {
+                eprintln!("aap-gateway: config error in {}: {e}", cli.config.display());
+                ExitCode::from(2)
+            }
+        },
         Some(Command::Passthrough { upstream }) => {
             passthrough(&cfg.server.listen, upstream, &cfg.server)
         }
         None | Some(Command::Run) => run(cfg, &cli),
     }
+}
+
+/// `check`'s word on publishing: where each tenant's documents are, or
+/// why it publishes none (a note, not an error).
+fn publish_notes(rt: &ConfigGeneration) -> Vec<String> {
+    use aap_gateway::aap::publish::{document_url, Kind};
+    rt.config
+        .tenants
+        .iter()
+        .map(|t| match (&t.public_url, rt.published.tenant(&t.id)) {
+            (Some(url), Some(_)) => format!(
+                "tenant {}: publishes {}, {} and {}",
+                t.id,
+                document_url(url, Kind::Card),
+                document_url(url, Kind::Llms),
+                document_url(url, Kind::Poppy)
+            ),
+            (Some(_), None) => format!(
+                "note: tenant {} publishes no discovery documents: a relay tenant has no AAP contract to describe",
+                t.id
+            ),
+            (None, _) => format!(
+                "note: tenant {} publishes no discovery documents (set public_url to publish an Agent Card, llms.txt and a Poppy link)",
+                t.id
+            ),
+        })
+        .collect()
+}
+
+/// `publish`: the served bytes, written to files.
+fn write_published(
+    rt: &ConfigGeneration,
+    tenant: Option<&str>,
+    out: &std::path::Path,
+) -> Result<Vec<PathBuf>, String> {
+    use aap_gateway::aap::publish::Kind;
+    let mut targets = Vec::new();
+    match tenant {
+        Some(id) => {
+            let docs = rt.published.tenant(id).ok_or_else(|| {
+                match rt.config.tenants.iter().find(|t| t.id == id) {
+                    Some(_) => format!(
+                        "tenant {id:?} publishes nothing (no public_url, or a relay tenant)"
+                    ),
+                    None => format!("no tenant {id:?} in the configuration"),
+                }
+            })?;
+            targets.push((out.to_path_buf(), docs.clone()));
+        }
+        None => {
+            for t in &rt.config.tenants {
+                if let Some(docs) = rt.published.tenant(&t.id) {
+                    targets.push((out.join(&t.id), docs.clone()));
+                }
+            }
+            if targets.is_empty() {
+                return Err("no tenant has a public_url: nothing to publish".into());
+            }
+        }
+    }
+    let mut written = Vec::new();
+    for (dir, docs) in targets {
+        for kind in Kind::ALL {
+            let path = match kind {
+                Kind::Card => dir.join(".well-known").join(kind.file_name()),
+                _ => dir.join(kind.file_name()),
+            };
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            }
+            std::fs::write(&path, &docs.get(kind).body)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            written.push(path);
+        }
+    }
+    Ok(written)
 }
 
 fn run(cfg: Config, cli: &Cli) -> ExitCode {

@@ -4,6 +4,7 @@
 use crate::aap::catalog::{self, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
+use crate::aap::publish;
 use crate::aap::schemas::SchemaSet;
 use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
@@ -37,6 +38,8 @@ pub struct ConfigGeneration {
     pub relays: HashMap<String, Arc<RelayTenant>>,
     /// Protected-resource-metadata path → tenant path.
     pub metadata: HashMap<String, String>,
+    /// The discovery documents of every tenant with a `public_url`.
+    pub published: super::publish::Published,
     pub generation: u64,
     /// The peer addresses this generation was built with.
     pub addresses: Addresses,
@@ -155,6 +158,7 @@ impl ConfigGeneration {
         let mut endpoints = HashMap::new();
         let mut metadata: HashMap<String, String> = HashMap::new();
         let mut relays = HashMap::new();
+        let mut published = super::publish::Published::default();
         for t in &config.tenants {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
             let auth = match &t.auth {
@@ -320,6 +324,28 @@ impl ConfigGeneration {
             };
             let tools =
                 catalog::build(&schemas, &skills, Some(&capabilities), &opts).map_err(err)?;
+            if let Some(url) = &t.public_url {
+                // From the skills and capabilities that built `tools`, so the
+                // documents and tools/list cannot disagree.
+                let docs = publish::build(&publish::Tenant {
+                    id: &t.id,
+                    name: t.publish.name.as_deref(),
+                    description: t.publish.description.as_deref(),
+                    mcp_url: url,
+                    hosts: &t.publish.hosts,
+                    provider: t
+                        .publish
+                        .provider_name
+                        .as_deref()
+                        .zip(t.publish.provider_url.as_deref()),
+                    skills: &skills,
+                    capabilities: &capabilities,
+                    auth: t.auth.as_ref(),
+                    list_ttl_ms: t.list_ttl_ms,
+                })
+                .map_err(err)?;
+                published.add(&t.path, &t.publish.hosts, docs);
+            }
             let mut quotas = Vec::new();
             if t.quotas.lead_submit_per_hour > 0 {
                 quotas.push((
@@ -377,6 +403,7 @@ impl ConfigGeneration {
             endpoints,
             relays,
             metadata,
+            published,
             generation,
             addresses,
         })

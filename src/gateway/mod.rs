@@ -6,8 +6,10 @@
 
 mod admission;
 mod generation;
+mod publish;
 
 pub use generation::{resolve_peers, BuildError, ConfigGeneration, RelayTenant};
+pub use publish::Published;
 
 use crate::auth::AuthMode;
 use crate::config::Config;
@@ -152,6 +154,8 @@ impl Gateway {
                 _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
                     .with_header("allow", "GET"),
             }
+        } else if let Some((docs, kind)) = rt.published.route(&req) {
+            publish::serve(docs, kind, &req, &mut ctx)
         } else {
             ctx.outcome = "no_route".into();
             not_found()
@@ -174,7 +178,7 @@ impl Gateway {
             (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
         } else if let Some(m) = rt.relays.get(&req.path) {
             (&m.tenant, m.head_refusal(req), m.auth.as_deref())
-        } else if rt.metadata.contains_key(&req.path) {
+        } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
             return None;
         } else {
             ctx.outcome = "no_route".into();

@@ -748,6 +748,9 @@ pub fn write_head(
         out.extend_from_slice(b"\r\n");
     }
     match body {
+        // RFC 9110 §8.6: never on a 204; a 304 would announce the length of
+        // the representation it stands for, so none is sent there either.
+        BodyFraming::Length(0) if status == 204 || status == 304 => {}
         BodyFraming::Length(n) => {
             out.extend_from_slice(b"content-length: ");
             out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());

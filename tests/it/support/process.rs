@@ -50,12 +50,20 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// The shipped gateway.toml with `extra` lines appended inside the tenant's
-/// tables, data paths made absolute.
+/// tables, data paths made absolute. A `tenant_extra` that names the public
+/// URL (`public_url`, or an `[tenants.auth]` `resource`, which is the same
+/// URL) replaces the shipped `public_url`.
 pub fn config_with(tenant_extra: &str, backend_extra: &str, top_extra: &str) -> String {
     let base = std::fs::read_to_string(repo().join("gateway.toml")).unwrap();
     let data = repo().join("data");
+    let own_url = tenant_extra
+        .lines()
+        .any(|l| l.starts_with("public_url") || l.starts_with("resource ="));
     let mut out = String::new();
     for line in base.lines() {
+        if own_url && line.starts_with("public_url = ") {
+            continue;
+        }
         let line = line
             .replace(
                 "\"data/demo-inventory.json\"",

@@ -1,5 +1,5 @@
 //! The AAP contract shared by every binding and backend: skills, schemas, payloads, cursors,
-//! errors, the catalog, the contract every call passes and the backend port it calls.
+//! errors, the catalog, the discovery documents, the contract every call passes and the backend port it calls.
 
 pub mod arguments;
 pub mod backend;
@@ -8,5 +8,6 @@ pub mod contract;
 pub mod cursor;
 pub mod error;
 pub mod payload;
+pub mod publish;
 pub mod schemas;
 pub mod skill;

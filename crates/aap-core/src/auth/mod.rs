@@ -36,7 +36,9 @@ pub struct AuthConfig {
     #[serde(default)]
     pub mode: AuthMode,
     /// The exact public MCP URL of this tenant (the RFC 8707 resource and
-    /// the required `aud`).
+    /// the required `aud`): the tenant's `public_url`, which fills it when
+    /// it is left out (one URL, see `config::Config::parse`).
+    #[serde(default)]
     pub resource: String,
     /// Accepted `iss`.
     pub issuer: String,

@@ -187,6 +187,35 @@ pub struct TenantConfig {
     pub rate_limit: RateLimitConfig,
     #[serde(default)]
     pub auth: Option<crate::auth::AuthConfig>,
+    /// The exact public URL of this tenant's MCP endpoint (HTTPS; plain
+    /// http only on loopback). It is what the discovery documents name and,
+    /// with `[tenants.auth]`, the OAuth resource (`auth.resource` may be
+    /// left out; when given it must be this URL). Unset: nothing is published.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// The dealer identity the discovery documents carry.
+    #[serde(default)]
+    pub publish: PublishConfig,
+}
+
+/// `[tenants.publish]`: who the dealer is and where its discovery documents
+/// are served (see docs/publish.md).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct PublishConfig {
+    /// Display name of the dealer (Agent Card `name`, llms.txt title).
+    /// Default: the tenant id.
+    pub name: Option<String>,
+    /// One-line description; default: generated from the name and skills.
+    pub description: Option<String>,
+    /// Dealer domains (`www.dealer.example`, optionally `:port`): a request
+    /// whose `Host` is one of them gets the documents at the well-known
+    /// paths (`/.well-known/agent-card.json`, `/llms.txt`, `/poppy.json`).
+    pub hosts: Vec<String>,
+    /// The organization operating the agent (Agent Card `provider`); both
+    /// or neither.
+    pub provider_name: Option<String>,
+    pub provider_url: Option<String>,
 }
 
 /// HTTP-level token buckets (0 = off). Over budget → 429 + Retry-After.
@@ -353,6 +382,7 @@ impl Config {
             problem: toml_problem(&e, text),
         })?;
         cfg.source = path.to_path_buf();
+        cfg.unify_public_urls();
         cfg.base_dir = path
             .parent()
             .map(Path::to_path_buf)
@@ -366,6 +396,20 @@ impl Config {
             .read_admin_token()
             .map_err(|problem| ConfigError { file, problem })?;
         Ok(cfg)
+    }
+
+    /// One public URL per tenant: `auth.resource` left out takes
+    /// `public_url`, and `public_url` left out takes `auth.resource`
+    /// (a difference between the two, both given, is a validation error).
+    fn unify_public_urls(&mut self) {
+        for t in &mut self.tenants {
+            let Some(a) = t.auth.as_mut() else { continue };
+            match (&t.public_url, a.resource.is_empty()) {
+                (Some(u), true) => a.resource = u.clone(),
+                (None, false) => t.public_url = Some(a.resource.clone()),
+                _ => {}
+            }
+        }
     }
 
     /// Resolve a path from the config against the config's directory.

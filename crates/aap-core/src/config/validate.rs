@@ -107,10 +107,12 @@ impl Config {
         }
         let mut ids = HashSet::new();
         let mut paths = HashSet::new();
+        let mut published = Published::default();
         for (i, t) in self.tenants.iter().enumerate() {
             let at = |k: &str| format!("tenants[{i}].{k}");
             validate_mount(&at, t, &mut ids, &mut paths)?;
             validate_tenant(&at, t)?;
+            validate_publish(&at, t, &mut published)?;
             validate_rate_limit(&at, &t.rate_limit)?;
             if let Some(a) = &t.auth {
                 self.validate_auth(&at, t, a)?;
@@ -122,6 +124,19 @@ impl Config {
 
     /// `[tenants.auth]`.
     fn validate_auth(&self, at: At<'_>, t: &TenantConfig, a: &AuthConfig) -> Result<(), String> {
+        // `Config::parse` filled whichever of the two was left out.
+        if a.resource.is_empty() {
+            return Err(format!(
+                "{}: required with [tenants.auth] (it is the OAuth resource; auth.resource may be left out)",
+                at("public_url")
+            ));
+        }
+        if t.public_url.as_deref() != Some(a.resource.as_str()) {
+            return Err(format!(
+                "{}: must equal public_url (one public URL per tenant; leave auth.resource out)",
+                at("auth.resource")
+            ));
+        }
         if !(a.resource.starts_with("https://") || a.resource.starts_with("http://")) {
             return Err(format!(
                 "{}: must be the absolute public URL of this endpoint",
@@ -242,6 +257,85 @@ fn validate_mount(
             "{}: path {:?} is mounted twice",
             at("path"),
             t.path
+        ));
+    }
+    Ok(())
+}
+
+/// What earlier tenants publish: dealer domains and document prefixes.
+#[derive(Default)]
+struct Published {
+    hosts: HashSet<String>,
+    prefixes: HashSet<String>,
+}
+
+/// `public_url` and `[tenants.publish]`: an exact HTTPS URL (plain http
+/// only on loopback) ending with the tenant path; dealer domains and
+/// document prefixes not shared with another tenant.
+fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Result<(), String> {
+    let p = &t.publish;
+    if p.provider_name.is_some() != p.provider_url.is_some() {
+        return Err(format!(
+            "{}: set both provider_name and provider_url, or neither",
+            at("publish")
+        ));
+    }
+    if let Some(u) = &p.provider_url {
+        if crate::aap::publish::check_public_url(u).is_err() {
+            return Err(format!(
+                "{}: must be an https URL (http only on loopback)",
+                at("publish.provider_url")
+            ));
+        }
+    }
+    for (k, v) in [("name", &p.name), ("description", &p.description)] {
+        if v.as_deref()
+            .is_some_and(|v| v.trim().is_empty() || v.contains(['\n', '\r']))
+        {
+            return Err(format!(
+                "{}: must be one non-empty line",
+                at(&format!("publish.{k}"))
+            ));
+        }
+    }
+    let Some(url) = &t.public_url else {
+        if !p.hosts.is_empty() {
+            return Err(format!(
+                "{}: set public_url first (the documents name it)",
+                at("publish.hosts")
+            ));
+        }
+        return Ok(());
+    };
+    crate::aap::publish::check_public_url(url).map_err(|e| format!("{}: {e}", at("public_url")))?;
+    if !url.ends_with(&t.path) {
+        return Err(format!(
+            "{}: must end with the tenant path {}",
+            at("public_url"),
+            t.path
+        ));
+    }
+    for h in &p.hosts {
+        if !crate::aap::publish::is_host(h) {
+            return Err(format!(
+                "{}: {h:?} is not a host name (like www.dealer.example, optionally :port; no scheme or path)",
+                at("publish.hosts")
+            ));
+        }
+        if !seen.hosts.insert(h.to_ascii_lowercase()) {
+            return Err(format!(
+                "{}: {h:?} is published by another tenant",
+                at("publish.hosts")
+            ));
+        }
+    }
+    let prefix = crate::aap::publish::prefix_of(&t.path);
+    if !matches!(t.backend, super::BackendConfig::Relay(_))
+        && !seen.prefixes.insert(prefix.to_owned())
+    {
+        return Err(format!(
+            "{}: another tenant publishes under {prefix:?}/ (the path without its last segment); give each tenant its own",
+            at("path")
         ));
     }
     Ok(())

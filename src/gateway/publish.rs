@@ -1,0 +1,103 @@
+//! Serving the discovery documents (`aap::publish`): routes by dealer domain (`Host`) and by
+//! tenant prefix, with `ETag`/`If-None-Match`, `Cache-Control`, `HEAD` and 405 for other methods.
+
+use crate::aap::publish::{host_matches, prefix_of, Documents, Kind};
+use crate::context::RequestCtx;
+use crate::exchange::{HttpRequest, HttpResponse};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Every published tenant of a config generation, by where it is served.
+#[derive(Debug, Default)]
+pub struct Published {
+    /// `<tenant prefix><document path>` → the tenant's documents.
+    by_path: HashMap<String, (Arc<Documents>, Kind)>,
+    /// (dealer domain, documents): the documents at the root of that host.
+    by_host: Vec<(String, Arc<Documents>)>,
+    /// Tenant id → documents (for `publish` and tests).
+    by_tenant: HashMap<String, Arc<Documents>>,
+}
+
+impl Published {
+    /// Serve `docs` under the prefix of `mcp_path` and at the root of `hosts`.
+    pub fn add(&mut self, mcp_path: &str, hosts: &[String], docs: Documents) {
+        let docs = Arc::new(docs);
+        for kind in Kind::ALL {
+            self.by_path.insert(
+                format!("{}{}", prefix_of(mcp_path), kind.path()),
+                (docs.clone(), kind),
+            );
+        }
+        for h in hosts {
+            self.by_host.push((h.clone(), docs.clone()));
+        }
+        self.by_tenant.insert(docs.tenant.clone(), docs);
+    }
+
+    /// The tenant's documents.
+    pub fn tenant(&self, id: &str) -> Option<&Arc<Documents>> {
+        self.by_tenant.get(id)
+    }
+
+    /// The document a request names: a well-known path on a dealer domain,
+    /// or a document path under a tenant prefix.
+    pub fn route(&self, req: &HttpRequest) -> Option<(&Documents, Kind)> {
+        if let Some(kind) = Kind::from_path(&req.path) {
+            if let Some(host) = req.header_str("host") {
+                if let Some((_, docs)) = self.by_host.iter().find(|(h, _)| host_matches(h, host)) {
+                    return Some((docs, kind));
+                }
+            }
+        }
+        self.by_path
+            .get(&req.path)
+            .map(|(docs, kind)| (docs.as_ref(), *kind))
+    }
+}
+
+/// Answer a request for one document. The documents are public: any origin
+/// may read them (`Access-Control-Allow-Origin: *`).
+pub(super) fn serve(
+    docs: &Documents,
+    kind: Kind,
+    req: &HttpRequest,
+    ctx: &mut RequestCtx,
+) -> HttpResponse {
+    ctx.tenant = Some(docs.tenant.clone());
+    let doc = docs.get(kind);
+    let resp = match req.method.as_str() {
+        "GET" | "HEAD" if doc.not_modified(req.header_str("if-none-match")) => {
+            ctx.outcome = "not_modified".into();
+            HttpResponse::new(304)
+        }
+        "GET" | "HEAD" => {
+            ctx.outcome = "published".into();
+            let mut r = HttpResponse::new(200);
+            r.body = doc.body.clone();
+            r.with_header("content-type", kind.content_type())
+        }
+        "OPTIONS" => {
+            ctx.outcome = "preflight".into();
+            HttpResponse::new(204)
+                .with_header("allow", "GET, HEAD, OPTIONS")
+                .with_header("access-control-allow-methods", "GET, HEAD")
+                .with_header("access-control-max-age", "600")
+        }
+        _ => {
+            ctx.outcome = "405".into();
+            return HttpResponse::json(
+                405,
+                &json!({"error": "method_not_allowed", "message": "This discovery document accepts GET and HEAD"}),
+            )
+            .with_header("allow", "GET, HEAD, OPTIONS");
+        }
+    };
+    resp.with_header("etag", doc.etag.clone())
+        .with_header(
+            "cache-control",
+            format!("public, max-age={}", docs.max_age_secs),
+        )
+        .with_header("access-control-allow-origin", "*")
+        .with_header("access-control-expose-headers", "ETag")
+}
