@@ -1,5 +1,5 @@
-//! Admission: the one order every tenant kind shares (the head, then the tenant budget, the
-//! token and the caller budget), and the refusals it answers with. Reads no body.
+//! Admission: the one order every tenant kind shares (CORS and the head, then the tenant budget,
+//! the token and the caller budget), and the refusals it answers with. Reads no body.
 
 use crate::auth::Authenticator;
 use crate::context::RequestCtx;
@@ -152,4 +152,100 @@ pub(super) fn head_outcome(err: &RpcError) -> String {
         (_, 403 | 405) => err.http_status.to_string(),
         (code, _) => code.to_string(),
     }
+}
+
+/// Request headers a browser MCP client may send (lowercase); `mcp-param-*`
+/// names are checked one by one and echoed.
+const CORS_ALLOW_HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "authorization",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+];
+const CORS_PARAM_PREFIX: &str = "mcp-param-";
+/// Response headers a browser client may read.
+const CORS_EXPOSE_HEADERS: &str = "Mcp-Session-Id, WWW-Authenticate, Retry-After, x-correlation-id";
+/// How long a browser may cache a preflight answer (seconds).
+const CORS_MAX_AGE: &str = "600";
+
+/// CORS for a tenant's `allowed_origins` (endpoint and relay alike), part of
+/// the head step: a preflight from an allowed origin is answered here; any
+/// other origin is refused with 403 by the head check that follows.
+pub(super) struct Cors<'a> {
+    pub(super) origins: &'a [String],
+    /// The HTTP methods the tenant serves (`Access-Control-Allow-Methods`).
+    pub(super) methods: &'static str,
+}
+
+impl Cors<'_> {
+    /// The request's `Origin` when it is exactly one allowed origin.
+    fn allowed_origin<'r>(&self, req: &'r HttpRequest) -> Option<&'r str> {
+        let origin = req.header_str("origin")?.trim();
+        self.origins
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(origin))
+            .then_some(origin)
+    }
+
+    /// The answer to a CORS preflight (`OPTIONS` with `Origin` and
+    /// `Access-Control-Request-Method`) from an allowed origin: 204 naming
+    /// the methods and the requested headers that are allowed. A requested
+    /// header outside the allowed set is left out, so the browser refuses.
+    pub(super) fn preflight(
+        &self,
+        req: &HttpRequest,
+        out: &mut RequestCtx,
+    ) -> Option<HttpResponse> {
+        if req.method != "OPTIONS" || req.header_count("access-control-request-method") == 0 {
+            return None;
+        }
+        let origin = self.allowed_origin(req)?;
+        let mut allowed: Vec<String> = CORS_ALLOW_HEADERS.iter().map(|h| (*h).to_owned()).collect();
+        let requested = req
+            .header_all("access-control-request-headers")
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .flat_map(|v| v.split(','))
+            .map(|h| h.trim().to_ascii_lowercase());
+        for h in requested {
+            let param = h
+                .strip_prefix(CORS_PARAM_PREFIX)
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(is_token_byte));
+            if param && !allowed.contains(&h) {
+                allowed.push(h);
+            }
+        }
+        out.outcome = "preflight".into();
+        Some(
+            HttpResponse::new(204)
+                .with_header("access-control-allow-origin", origin)
+                .with_header("access-control-allow-methods", self.methods)
+                .with_header("access-control-allow-headers", allowed.join(", "))
+                .with_header("access-control-max-age", CORS_MAX_AGE)
+                .with_header(
+                    "vary",
+                    "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+                ),
+        )
+    }
+
+    /// An actual response to an allowed origin carries the CORS headers
+    /// that let the page read it.
+    pub(super) fn decorate(&self, req: &HttpRequest, resp: HttpResponse) -> HttpResponse {
+        match self.allowed_origin(req) {
+            Some(origin) => resp
+                .with_header("access-control-allow-origin", origin)
+                .with_header("access-control-expose-headers", CORS_EXPOSE_HEADERS)
+                .with_header("vary", "Origin"),
+            None => resp,
+        }
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::server::{Caller, Endpoint};
-use admission::{admit, head_auth, head_outcome, refused, Admission};
+use admission::{admit, head_auth, head_outcome, refused, Admission, Cors};
 use arc_swap::ArcSwap;
 use serde_json::json;
 use std::sync::Arc;
@@ -141,10 +141,18 @@ impl Gateway {
         };
         let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
             ctx.tenant = Some(ep.tenant.clone());
-            serve_endpoint(ep, &req, &mut ctx).await
+            let cors = endpoint_cors(ep);
+            match cors.preflight(&req, &mut ctx) {
+                Some(r) => r,
+                None => cors.decorate(&req, serve_endpoint(ep, &req, &mut ctx).await),
+            }
         } else if let Some(m) = rt.relays.get(&req.path) {
             ctx.tenant = Some(m.tenant.clone());
-            serve_relay(m, &rt, &req, &mut ctx).await
+            let cors = relay_cors(m);
+            match cors.preflight(&req, &mut ctx) {
+                Some(r) => r,
+                None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
+            }
         } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
             ctx.tenant = Some(tenant.to_owned());
             ctx.outcome = "metadata".into();
@@ -174,10 +182,20 @@ impl Gateway {
     pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
         let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         let rt = self.runtime.load_full();
-        let (tenant, head, auth) = if let Some(ep) = rt.endpoints.get(&req.path) {
-            (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
+        let (tenant, head, auth, cors) = if let Some(ep) = rt.endpoints.get(&req.path) {
+            (
+                &ep.tenant,
+                ep.head_refusal(req),
+                ep.auth.as_deref(),
+                endpoint_cors(ep),
+            )
         } else if let Some(m) = rt.relays.get(&req.path) {
-            (&m.tenant, m.head_refusal(req), m.auth.as_deref())
+            (
+                &m.tenant,
+                m.head_refusal(req),
+                m.auth.as_deref(),
+                relay_cors(m),
+            )
         } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
             return None;
         } else {
@@ -192,7 +210,7 @@ impl Gateway {
         ctx.outcome = head_outcome(&err);
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
         resp.headers.extend(err.headers.iter().cloned());
-        Some(finish(&ctx, resp))
+        Some(finish(&ctx, cors.decorate(req, resp)))
     }
 
     /// Resolve the new config's peers (asynchronously: a reload never
@@ -221,6 +239,26 @@ fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
     let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
     ctx.logging(resp.status);
     resp
+}
+
+/// CORS for an endpoint tenant: its origins and the methods it serves.
+fn endpoint_cors(ep: &Endpoint) -> Cors<'_> {
+    Cors {
+        origins: &ep.allowed_origins,
+        methods: if ep.sessions.is_some() {
+            "POST, DELETE"
+        } else {
+            "POST"
+        },
+    }
+}
+
+/// CORS for a relay tenant (GET event streams and DELETE pass through).
+fn relay_cors(m: &RelayTenant) -> Cors<'_> {
+    Cors {
+        origins: &m.allowed_origins,
+        methods: "GET, POST, DELETE",
+    }
 }
 
 /// Admission, then the tenant's MCP endpoint.

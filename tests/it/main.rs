@@ -6,6 +6,7 @@
 
 mod admin;
 mod auth;
+mod browser;
 mod contract;
 mod demo;
 mod framing;
@@ -17,6 +18,7 @@ mod logs;
 mod ops;
 mod pipeline;
 mod protocol_details;
+mod publish;
 mod relay;
 mod rmcp_client;
 mod support;
