@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need (idempotent).
 # Debian/Ubuntu: cmake (Pingora's zlib-ng build), redis-server (shared-state
-# tests), python3-venv. Runs apt-get only when something is missing.
+# tests), python3-venv, chromium (the headless browser test, tests/it/browser.rs).
+# Runs apt-get only when something is missing.
 set -euo pipefail
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
@@ -10,6 +11,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if ((${#missing[@]})); then
   echo "== installing system packages: ${missing[*]}"
   SUDO=""

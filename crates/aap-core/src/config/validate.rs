@@ -315,6 +315,12 @@ fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Resul
             t.path
         ));
     }
+    if matches!(t.backend, super::BackendConfig::Relay(_)) && !p.hosts.is_empty() {
+        return Err(format!(
+            "{}: a relay tenant publishes no discovery documents (it has no AAP contract to describe)",
+            at("publish.hosts")
+        ));
+    }
     for h in &p.hosts {
         if !crate::aap::publish::is_host(h) {
             return Err(format!(
