@@ -439,6 +439,35 @@ fn a_tenant_that_requires_oauth_says_so_and_its_documents_stay_public() {
     check_llms(&llms.text(), url, &ALL_SKILLS, prm);
     check_poppy(&poppy.json(), url, &ALL_SKILLS);
     assert_eq!(poppy.json()["extensions"][AAP_KEY]["access"], "oauth");
+
+    // Optional auth with a scoped skill: reads stay public, the lead skill
+    // names its requirement, the card as a whole none.
+    let optional = auth.replace("mode = \"required\"", "mode = \"optional\"")
+        + "[tenants.auth.tool_scopes]\n\"lead.submit\" = [\"leads:write\"]\n";
+    let gw = Gateway::start_with(&config_with(&optional, "", ""));
+    let (card, llms, _) = documents(&gw, PREFIX);
+    let card = card.json();
+    let params = check_card(&card, url, &ALL_SKILLS);
+    assert_eq!(params["mcp"]["oauth"]["required"], false);
+    assert_eq!(
+        params["mcp"]["oauth"]["skill_scopes"],
+        json!({"lead.submit": ["leads:write"]})
+    );
+    assert!(card.get("securityRequirements").is_none(), "{card}");
+    for skill in card["skills"].as_array().unwrap() {
+        let expected = if skill["id"] == "lead.submit" {
+            json!([{"schemes": {"bearer": {"list": ["leads:write"]}}}])
+        } else {
+            Value::Null
+        };
+        assert_eq!(skill["securityRequirements"], expected, "{skill}");
+    }
+    assert!(
+        llms.text()
+            .contains("public reads; an OAuth 2.1 bearer token is needed for lead.submit"),
+        "{}",
+        llms.text()
+    );
 }
 
 /// `check` with a config text: (success, stdout + stderr).

@@ -370,7 +370,7 @@ fn access_sentence(t: &Tenant<'_>) -> String {
                     "public; an OAuth 2.1 bearer token is validated when sent".to_owned()
                 } else {
                     format!(
-                        "public reads; {} need an OAuth 2.1 bearer token",
+                        "public reads; an OAuth 2.1 bearer token is needed for {}",
                         scoped.join(", ")
                     )
                 }
