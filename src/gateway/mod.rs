@@ -143,6 +143,9 @@ impl Gateway {
         } else if let Some(m) = rt.relays.get(&req.path) {
             ctx.tenant = Some(m.tenant.clone());
             serve_relay(m, &rt, &req, &mut ctx).await
+        } else if let Some(ep) = rt.a2a.get(&req.path) {
+            ctx.tenant = Some(ep.tenant.clone());
+            serve_a2a(ep, &req, &mut ctx).await
         } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
             ctx.tenant = Some(tenant.to_owned());
             ctx.outcome = "metadata".into();
@@ -174,6 +177,18 @@ impl Gateway {
             (&ep.tenant, ep.head_refusal(req), ep.auth.as_deref())
         } else if let Some(m) = rt.relays.get(&req.path) {
             (&m.tenant, m.head_refusal(req), m.auth.as_deref())
+        } else if let Some(ep) = rt.a2a.get(&req.path) {
+            ctx.binding = "a2a";
+            let head = crate::a2a::server::head_refusal(ep, req);
+            let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+            let err = match head {
+                Some(e) => e,
+                None => head_auth(auth, req).await?,
+            };
+            ctx.tenant = Some(ep.tenant.clone());
+            ctx.outcome = head_outcome(&err);
+            let resp = crate::a2a::server::refused(&err, req, 0);
+            return Some(finish(&ctx, resp));
         } else if rt.metadata.contains_key(&req.path) {
             return None;
         } else {
@@ -241,6 +256,32 @@ async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) 
         principal: admitted.principal.as_ref(),
     };
     ep.handle(req, &caller, ctx).await
+}
+
+/// Admission (the same order and budgets as the tenant's MCP endpoint),
+/// then the tenant's A2A binding over the same contract.
+async fn serve_a2a(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
+    ctx.binding = "a2a";
+    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+    let admission = Admission {
+        tenant: &ep.tenant,
+        state: ep.contract.state.as_ref(),
+        head: crate::a2a::server::head_refusal(ep, req),
+        auth,
+        tenant_bucket: ep.tenant_bucket,
+        caller_bucket: ep.caller_bucket,
+    };
+    let admitted = match admit(&admission, req, ctx).await {
+        Ok(a) => a,
+        Err(e) => return crate::a2a::server::refused(&e, req, ep.max_json_depth),
+    };
+    let caller = Caller {
+        scope: &admitted.scope,
+        private: auth.is_some(),
+        auth,
+        principal: admitted.principal.as_ref(),
+    };
+    crate::a2a::server::handle(ep, req, &caller, ctx).await
 }
 
 /// Admission, then the relay.
