@@ -380,7 +380,7 @@ impl ConfigGeneration {
             let at = crate::a2a::path_for(path);
             if config.tenants.iter().any(|t| t.path == at) {
                 return Err(BuildError(format!(
-                    "tenant {}: its A2A path {at} (the MCP path with the last segment replaced by a2a) is another tenant's path",
+                    "tenant {}: its A2A path {at} (the MCP path with the last segment replaced by a2a) is already a tenant's MCP path",
                     ep.tenant
                 )));
             }

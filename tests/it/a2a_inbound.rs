@@ -131,6 +131,7 @@ fn refusals_over_raw_http() {
         assert_eq!(info["metadata"]["extensionUri"], EXT);
         assert_eq!(info["metadata"]["requiredHeader"], "A2A-Extensions");
         assert_eq!(e["data"].as_array().unwrap().len(), 1, "{e}");
+        assert_eq!(r.header("a2a-extensions"), None, "nothing was activated");
     }
     // The exact URI as one member of a list, whitespace trimmed, activates.
     let listed = format!("https://example.com/other-ext , {EXT} ");
@@ -649,4 +650,45 @@ fn auth_and_caller_scoped_keys_across_bindings() {
     assert_eq!(other["type"], "lead.submit.response", "{other}");
     assert_ne!(other["data"]["lead_id"], first["data"]["lead_id"]);
     assert_eq!(leads_in(&gw.state), 2);
+}
+
+/// A relay tenant has no contract, so no A2A binding; a config where one
+/// tenant's A2A path is another tenant's path is refused.
+#[test]
+fn relay_tenants_have_no_a2a_binding_and_paths_must_not_collide() {
+    let dead = free_port();
+    let gw = Gateway::start_with(&forwarding_config(&format!(
+        "kind = \"relay\"\npeers = [\"http://127.0.0.1:{dead}\"]\npath = \"/mcp\"\nconnect_timeout_ms = 500\nrequest_timeout_ms = 2000\nhealth_check_interval_ms = 60000\n"
+    )));
+    let body = send_message(
+        json!({"type": "dealer.information.request"}),
+        "dealer-information",
+    );
+    let r = post(&gw, &activated(), &body.to_string());
+    assert_eq!(r.status, 404, "{}", r.text());
+    drop(gw);
+
+    let base = config_with("", "", "");
+    let second = &base[base.find("[[tenants]]").unwrap()..];
+    let clash = format!(
+        "{base}\n{}",
+        second
+            .replace("id = \"demo-toyota\"", "id = \"demo-lexus\"")
+            .replace("/aap/3.0.0/demo-toyota/mcp\"", &format!("{A2A_PATH}\""))
+    );
+    let dir = temp_dir("a2a-clash");
+    let path = dir.join("gw.toml");
+    std::fs::write(&path, clash).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains(A2A_PATH) && e.contains("already a tenant's MCP path"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).ok();
 }

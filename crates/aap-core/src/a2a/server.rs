@@ -131,11 +131,12 @@ pub async fn handle(
                     None => e.code.to_string(),
                 };
             }
-            let mut resp = respond(&e, Some(&id));
-            if e.code != A2aFailure::ExtensionSupportRequired.code() {
-                resp = resp.with_header("a2a-extensions", EXTENSION_URI);
+            let resp = respond(&e, Some(&id));
+            if extension_activated(req) {
+                resp.with_header("a2a-extensions", EXTENSION_URI)
+            } else {
+                resp
             }
-            resp
         }
     }
 }
