@@ -692,3 +692,52 @@ fn relay_tenants_have_no_a2a_binding_and_paths_must_not_collide() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Both bindings draw on one caller budget; an A2A client over it gets 429
+/// with `Retry-After` and the AAP `RATE_LIMITED` error, never a code from
+/// the range A2A reserves.
+#[test]
+fn one_caller_budget_for_both_bindings() {
+    let cfg = config_with("", "", "").replace(
+        "caller_per_second = 0.0\ncaller_burst = 0",
+        "caller_per_second = 0.05\ncaller_burst = 2",
+    );
+    let gw = Gateway::start_with(&cfg);
+    let (err, _) = gw.call_sc(
+        "aap_dealer_information",
+        json!({"type": "dealer.information.request"}),
+    );
+    assert!(!err);
+    let body = send_message(
+        json!({"type": "dealer.information.request"}),
+        "dealer-information",
+    )
+    .to_string();
+    assert_eq!(
+        answer(&post(&gw, &activated(), &body))["type"],
+        "dealer.information.response"
+    );
+    let r = post(&gw, &activated(), &body);
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], -32000, "{e}");
+    assert_eq!(r.json()["id"], "req-1");
+    assert_eq!(error_info(e)["reason"], "RATE_LIMITED");
+    assert_eq!(error_info(e)["metadata"]["retryable"], "true");
+    let aap = aap_payload(e);
+    assert_eq!(aap["code"], "RATE_LIMITED");
+    assert!(
+        aap["details"]["retry_after_ms"].as_u64().unwrap() > 0,
+        "{aap}"
+    );
+    // And the MCP side is out of budget too.
+    assert_eq!(
+        gw.call(
+            "aap_dealer_information",
+            json!({"type": "dealer.information.request"})
+        )
+        .status,
+        429
+    );
+}
