@@ -741,3 +741,31 @@ fn one_caller_budget_for_both_bindings() {
         429
     );
 }
+
+/// With `Expect: 100-continue`, the A2A path's head-decided refusals come at
+/// once (no body sent); an acceptable head gets `100 Continue`.
+#[test]
+fn expect_100_continue_on_the_a2a_path() {
+    use std::io::Read;
+    let gw = Gateway::start();
+    let head = |extra: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        write!(
+            s,
+            "POST {A2A_PATH} HTTP/1.1\r\nHost: x\r\n{extra}Expect: 100-continue\r\nContent-Length: 50\r\n\r\n"
+        )
+        .unwrap();
+        let mut buf = [0u8; 2048];
+        let n = s.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let refused = head("Content-Type: text/plain\r\n");
+    assert!(refused.starts_with("HTTP/1.1 415"), "{refused}");
+    assert!(refused.contains("-32600"), "{refused}");
+    let refused = head("Content-Type: application/json\r\nOrigin: https://evil.example\r\n");
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    let go_on = head("Content-Type: application/json\r\nA2A-Version: 1.0\r\n");
+    assert!(go_on.starts_with("HTTP/1.1 100"), "{go_on}");
+}

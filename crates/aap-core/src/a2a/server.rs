@@ -348,9 +348,8 @@ async fn send_message(
     // The same document the MCP endpoint would build from tools/call
     // arguments; the text is re-read from the parsed value (depth already
     // bounded above), so the contract sees one shape whatever the binding.
-    let doc = Doc::parse(&data.to_string()).map_err(|_| {
-        A2aFailure::Internal.error("Internal error: the request could not be read", &[])
-    })?;
+    let doc = Doc::parse(&data.to_string())
+        .map_err(|_| invalid_params("the data part could not be read (nested too deeply)"))?;
     let arguments = Arguments::new(&doc);
     let forward = Forward {
         param_headers: Vec::new(),
