@@ -8,7 +8,7 @@
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 
 pub use aap_core::{
-    aap, access, auth, backend, clock, config, context, digest, error, exchange, json, mcp,
+    a2a, aap, access, auth, backend, clock, config, context, digest, error, exchange, json, mcp,
     metrics, peer,
 };
 

@@ -179,6 +179,8 @@ pub(super) struct Cors<'a> {
     pub(super) origins: &'a [String],
     /// The HTTP methods the tenant serves (`Access-Control-Allow-Methods`).
     pub(super) methods: &'static str,
+    /// Request headers allowed besides the MCP ones (lowercase).
+    pub(super) extra_allow_headers: &'static [&'static str],
 }
 
 impl Cors<'_> {
@@ -204,7 +206,11 @@ impl Cors<'_> {
             return None;
         }
         let origin = self.allowed_origin(req)?;
-        let mut allowed: Vec<String> = CORS_ALLOW_HEADERS.iter().map(|h| (*h).to_owned()).collect();
+        let mut allowed: Vec<String> = CORS_ALLOW_HEADERS
+            .iter()
+            .chain(self.extra_allow_headers)
+            .map(|h| (*h).to_owned())
+            .collect();
         let requested = req
             .header_all("access-control-request-headers")
             .filter_map(|v| std::str::from_utf8(v).ok())

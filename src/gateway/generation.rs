@@ -34,6 +34,8 @@ pub struct ConfigGeneration {
     pub config: Config,
     pub state: Arc<dyn SharedState>,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
+    /// The same endpoints by their inbound A2A path (`aap_core::a2a::path_for`).
+    pub a2a: HashMap<String, Arc<Endpoint>>,
     /// Relay tenants (`kind = "relay"`), by path.
     pub relays: HashMap<String, Arc<RelayTenant>>,
     /// Protected-resource-metadata path → tenant path.
@@ -397,10 +399,24 @@ impl ConfigGeneration {
             }
             endpoints.insert(t.path.clone(), Arc::new(endpoint));
         }
+        // Each endpoint tenant also answers A2A beside its MCP path (relay
+        // tenants have no contract of their own, so no A2A binding).
+        let mut a2a = HashMap::new();
+        for (path, ep) in &endpoints {
+            let at = crate::a2a::path_for(path);
+            if config.tenants.iter().any(|t| t.path == at) {
+                return Err(BuildError(format!(
+                    "tenant {}: its A2A path {at} (the MCP path with the last segment replaced by a2a) is already a tenant's MCP path",
+                    ep.tenant
+                )));
+            }
+            a2a.insert(at, ep.clone());
+        }
         Ok(ConfigGeneration {
             state,
             config,
             endpoints,
+            a2a,
             relays,
             metadata,
             published,

@@ -153,6 +153,13 @@ impl Gateway {
                 Some(r) => r,
                 None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
             }
+        } else if let Some(ep) = rt.a2a.get(&req.path) {
+            ctx.tenant = Some(ep.tenant.clone());
+            let cors = a2a_cors(ep);
+            match cors.preflight(&req, &mut ctx) {
+                Some(r) => r,
+                None => cors.decorate(&req, serve_a2a(ep, &req, &mut ctx).await),
+            }
         } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
             ctx.tenant = Some(tenant.to_owned());
             ctx.outcome = "metadata".into();
@@ -196,6 +203,18 @@ impl Gateway {
                 m.auth.as_deref(),
                 relay_cors(m),
             )
+        } else if let Some(ep) = rt.a2a.get(&req.path) {
+            ctx.binding = "a2a";
+            let head = crate::a2a::server::head_refusal(ep, req);
+            let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+            let err = match head {
+                Some(e) => e,
+                None => head_auth(auth, req).await?,
+            };
+            ctx.tenant = Some(ep.tenant.clone());
+            ctx.outcome = head_outcome(&err);
+            let resp = a2a_cors(ep).decorate(req, crate::a2a::server::refused(&err, req, 0));
+            return Some(finish(&ctx, resp));
         } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
             return None;
         } else {
@@ -250,14 +269,29 @@ fn endpoint_cors(ep: &Endpoint) -> Cors<'_> {
         } else {
             "POST"
         },
+        extra_allow_headers: &[],
     }
 }
+
+/// CORS for a tenant's A2A binding: `SendMessage` is a POST, and a browser
+/// A2A client also sends `A2A-Version` and `A2A-Extensions`.
+fn a2a_cors(ep: &Endpoint) -> Cors<'_> {
+    Cors {
+        origins: &ep.allowed_origins,
+        methods: "POST",
+        extra_allow_headers: A2A_CORS_HEADERS,
+    }
+}
+
+/// The A2A service parameters a browser client sends as headers.
+const A2A_CORS_HEADERS: &[&str] = &["a2a-version", "a2a-extensions"];
 
 /// CORS for a relay tenant (GET event streams and DELETE pass through).
 fn relay_cors(m: &RelayTenant) -> Cors<'_> {
     Cors {
         origins: &m.allowed_origins,
         methods: "GET, POST, DELETE",
+        extra_allow_headers: &[],
     }
 }
 
@@ -283,6 +317,32 @@ async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) 
         principal: admitted.principal.as_ref(),
     };
     ep.handle(req, &caller, ctx).await
+}
+
+/// Admission (the same order and budgets as the tenant's MCP endpoint),
+/// then the tenant's A2A binding over the same contract.
+async fn serve_a2a(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
+    ctx.binding = "a2a";
+    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
+    let admission = Admission {
+        tenant: &ep.tenant,
+        state: ep.contract.state.as_ref(),
+        head: crate::a2a::server::head_refusal(ep, req),
+        auth,
+        tenant_bucket: ep.tenant_bucket,
+        caller_bucket: ep.caller_bucket,
+    };
+    let admitted = match admit(&admission, req, ctx).await {
+        Ok(a) => a,
+        Err(e) => return crate::a2a::server::refused(&e, req, ep.max_json_depth),
+    };
+    let caller = Caller {
+        scope: &admitted.scope,
+        private: auth.is_some(),
+        auth,
+        principal: admitted.principal.as_ref(),
+    };
+    crate::a2a::server::handle(ep, req, &caller, ctx).await
 }
 
 /// Admission, then the relay.

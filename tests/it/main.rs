@@ -4,6 +4,7 @@
 //! One module per former test file, so `cargo test --release --test it
 //! lead_path::` still runs one group.
 
+mod a2a_inbound;
 mod admin;
 mod auth;
 mod browser;

@@ -27,11 +27,13 @@ pub struct RequestCtx {
     pub http_method: String,
     /// The tenant the path routed to, once routed.
     pub tenant: Option<String>,
-    /// The MCP revision the request was served on.
+    /// The binding that served the request: `mcp`, or `a2a` for a tenant's A2A path.
+    pub binding: &'static str,
+    /// The MCP revision the request was served on (`None` on the A2A binding).
     pub revision: Option<&'static str>,
     /// The JSON-RPC method.
     pub method: Option<String>,
-    /// The AAP skill a `tools/call` named.
+    /// The AAP skill a `tools/call` (or an A2A `SendMessage`) named.
     pub skill: Option<&'static str>,
     /// `ok`, `replay`, an AAP error code, a JSON-RPC error code, or a
     /// transport outcome (`no_route`, `throttled`, `unauthorized`, …).
@@ -66,6 +68,7 @@ impl RequestCtx {
             started: Instant::now(),
             http_method: http_method.to_owned(),
             tenant: None,
+            binding: "mcp",
             revision: None,
             method: None,
             skill: None,
@@ -81,7 +84,7 @@ impl RequestCtx {
         let record = AccessRecord {
             correlation_id: &self.correlation_id,
             tenant: self.tenant.as_deref().unwrap_or("-"),
-            binding: "mcp",
+            binding: self.binding,
             mcp_revision: self.revision.unwrap_or("-"),
             aap_version: crate::aap::schemas::AAP_RELEASE,
             http_method: &self.http_method,

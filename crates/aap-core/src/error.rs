@@ -181,6 +181,12 @@ impl RpcError {
         Self::raw(http_status, code, message.into())
     }
 
+    /// An error of the A2A binding: `crate::a2a::A2aFailure` owns that
+    /// table (A2A's own codes, answered with HTTP 200 as A2A JSON-RPC does).
+    pub fn a2a(code: i64, message: impl Into<String>) -> Self {
+        Self::raw(200, code, message.into())
+    }
+
     fn raw(http_status: u16, code: i64, message: String) -> Self {
         RpcError {
             http_status,

@@ -1,7 +1,8 @@
 //! aap-core: the AAP 3.0 MCP protocol core of aap-gateway, free of Pingora, sockets and DNS.
 //!
 //! Layout: `json` (strict fast JSON reading and writing), `mcp` (JSON-RPC,
-//! mirror headers, revisions, media, sessions, the MCP endpoint), `aap` (skills,
+//! mirror headers, revisions, media, sessions, the MCP endpoint), `a2a` (the
+//! inbound A2A 1.0 binding over the same contract), `aap` (skills,
 //! schemas, catalog, cursors, the contract every call passes), `backend` and
 //! `state` (the ports the gateway crate implements), `auth` (OAuth resource-server
 //! checks; keys fetched through a port), `exchange` (the transport-neutral request
@@ -13,6 +14,7 @@
 //! The compiler enforces the boundary: this crate's manifest has no network
 //! stack, and the gateway crate depends on it, never the reverse.
 
+pub mod a2a;
 pub mod aap;
 pub mod access;
 pub mod auth;

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 /// The AAP extension URI the card declares and A2A callers activate.
-pub const AAP_EXTENSION_URI: &str = "https://autoagentprotocol.org/extensions/aap/v3.0";
+pub const AAP_EXTENSION_URI: &str = crate::a2a::EXTENSION_URI;
 /// The A2A protocol version of the JSON-RPC interface.
 pub const A2A_PROTOCOL_VERSION: &str = "1.0";
 /// Where the documents live: below a dealer domain's root, or below the
@@ -240,7 +240,7 @@ pub fn prefix_of(path: &str) -> &str {
 /// The public URL of the A2A interface beside an MCP URL: its last path
 /// segment replaced by `a2a`.
 pub fn a2a_url(mcp_url: &str) -> String {
-    format!("{}/a2a", prefix_of(mcp_url))
+    crate::a2a::path_for(mcp_url)
 }
 
 /// A document's public URL under the prefix of an MCP URL.

@@ -597,6 +597,11 @@ impl Endpoint {
         Ok(r)
     }
 
+    /// True when the tenant serves `skill` (its tool is in `tools/list`).
+    pub fn implements(&self, skill: Skill) -> bool {
+        self.tools.iter().any(|t| t["name"] == skill.tool_name())
+    }
+
     async fn call_tool(
         &self,
         ctx: &ToolCallRequest<'_>,
@@ -606,30 +611,10 @@ impl Endpoint {
         out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let skill = Skill::from_tool_name(name)
-            .filter(|s| self.tools.iter().any(|t| t["name"] == s.tool_name()))
+            .filter(|s| self.implements(*s))
             .ok_or_else(|| RpcError::of(Failure::ParamsRefused, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
-        if let Some(auth) = caller.auth {
-            if let Err(denial) = auth.authorize(skill.id(), caller.principal) {
-                let challenge = auth.challenge(&denial);
-                let mut e = match challenge.status {
-                    403 => RpcError::of(
-                        Failure::InsufficientScope,
-                        "Forbidden: the access token lacks the scope this tool needs",
-                    ),
-                    _ => RpcError::of(
-                        Failure::Unauthorized,
-                        "Unauthorized: this tool needs an OAuth access token",
-                    ),
-                };
-                e.headers = challenge
-                    .headers
-                    .into_iter()
-                    .filter(|(n, _)| n == "www-authenticate")
-                    .collect();
-                return Err(e);
-            }
-        }
+        authorize_skill(caller, skill)?;
         let arguments = match ctx.arguments {
             Some(doc) => Arguments::new(doc),
             None => Arguments::empty(),
@@ -727,6 +712,35 @@ impl Endpoint {
         }
         .event(answer)
     }
+}
+
+/// The per-skill scope check of a verified caller (every binding runs it
+/// before the contract): 401/403 with the tenant's `WWW-Authenticate`
+/// challenge when the token does not allow `skill`.
+pub fn authorize_skill(caller: &Caller<'_>, skill: Skill) -> Result<(), RpcError> {
+    let Some(auth) = caller.auth else {
+        return Ok(());
+    };
+    let Err(denial) = auth.authorize(skill.id(), caller.principal) else {
+        return Ok(());
+    };
+    let challenge = auth.challenge(&denial);
+    let mut e = match challenge.status {
+        403 => RpcError::of(
+            Failure::InsufficientScope,
+            "Forbidden: the access token lacks the scope this tool needs",
+        ),
+        _ => RpcError::of(
+            Failure::Unauthorized,
+            "Unauthorized: this tool needs an OAuth access token",
+        ),
+    };
+    e.headers = challenge
+        .headers
+        .into_iter()
+        .filter(|(n, _)| n == "www-authenticate")
+        .collect();
+    Err(e)
 }
 
 /// What the end of a streamed call needs to frame its response.
