@@ -39,6 +39,10 @@ const CONNECTION_WINDOW: u32 = 1 << 20;
 /// After a GOAWAY: how long streams still open get before the connection is dropped.
 const CLOSE_GRACE: Duration = WRITE_TIMEOUT;
 
+/// After a GOAWAY with no stream open: how long the connection stays for the GOAWAY (and
+/// the last answers) to reach the client.
+const FLUSH_GRACE: Duration = Duration::from_secs(1);
+
 /// How often an open connection looks at the drain flag (SIGTERM → GOAWAY).
 const DRAIN_POLL: Duration = Duration::from_secs(1);
 
@@ -216,20 +220,21 @@ pub(super) async fn serve<T>(
     let mut streams = tokio::task::JoinSet::new();
     let mut rx = shutdown.clone();
     let mut drain_poll = tokio::time::interval(DRAIN_POLL);
-    // When a GOAWAY went out (shutdown, drain, idle, refused): the connection then only
-    // finishes its open streams.
-    let mut closing = refused.map(|_| tokio::time::Instant::now());
+    // Once a GOAWAY went out (shutdown, drain, idle, refused), the connection only finishes
+    // its open streams, until this deadline.
+    let mut closing = refused.map(|_| tokio::time::Instant::now() + FLUSH_GRACE);
     let mut served = false;
     let mut idle_since = tokio::time::Instant::now();
     loop {
         let deadline = match closing {
-            Some(at) => at + CLOSE_GRACE,
+            Some(at) => at,
             None if !streams.is_empty() => {
                 tokio::time::Instant::now() + Duration::from_secs(86_400)
             }
             None if served => idle_since + io_limits.idle_timeout,
             None => accepted + io_limits.header_timeout,
         };
+        let mut goaway = false;
         tokio::select! {
             biased;
             next = conn.accept() => match next {
@@ -246,26 +251,30 @@ pub(super) async fn serve<T>(
             Some(_) = streams.join_next(), if !streams.is_empty() => {
                 if streams.is_empty() {
                     idle_since = tokio::time::Instant::now();
+                    // Closing: what the last stream wrote gets a moment to reach the client.
+                    closing = closing.map(|at| at.min(idle_since + FLUSH_GRACE));
                 }
             }
-            _ = rx.changed(), if closing.is_none() => {
-                conn.graceful_shutdown();
-                closing = Some(tokio::time::Instant::now());
-            }
+            _ = rx.changed(), if closing.is_none() => goaway = true,
             _ = drain_poll.tick(), if closing.is_none() => {
-                if *rx.borrow() || crate::shutdown::draining() {
-                    conn.graceful_shutdown();
-                    closing = Some(tokio::time::Instant::now());
-                }
+                goaway = *rx.borrow() || crate::shutdown::draining();
             }
             _ = tokio::time::sleep_until(deadline) => {
                 if closing.is_some() {
                     break;
                 }
                 crate::metrics::connection_closed(if served { "idle_timeout" } else { "header_timeout" });
-                conn.graceful_shutdown();
-                closing = Some(tokio::time::Instant::now());
+                goaway = true;
             }
+        }
+        if goaway {
+            conn.graceful_shutdown();
+            let grace = if streams.is_empty() {
+                FLUSH_GRACE
+            } else {
+                CLOSE_GRACE
+            };
+            closing = Some(tokio::time::Instant::now() + grace);
         }
     }
     // Dropping `streams` aborts any stream still running: its connection is gone.
