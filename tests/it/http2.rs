@@ -479,3 +479,108 @@ fn idle_and_draining_connections_end_with_goaway() {
         "draining"
     );
 }
+
+/// The SSE path on HTTP/2: a tools/call with a progress token to a streaming MCP upstream
+/// gets `text/event-stream` on its stream, the first progress event arriving while the
+/// upstream still holds its result (it waits for a file the test writes after that event).
+#[test]
+fn sse_progress_streams_on_an_http2_stream() {
+    let hold = temp_dir("h2hold").join("release");
+    let hold_arg = hold.display().to_string();
+    let peer = Peer::start(
+        PeerKind::StrictMcp,
+        &["--sse", "--hold-until", &hold_arg],
+        &[],
+    );
+    let backend = format!(
+        "kind = \"mcp\"\npeers = [{:?}]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nconnect_timeout_ms = 1000\nrequest_timeout_ms = 8000\nhealth_check_interval_ms = 500\n",
+        peer.url()
+    );
+    let config = forwarding_config(&backend).replacen("[server]\n", "[server]\nh2c = true\n", 1);
+    let gw = Gateway::start_with(&config);
+    let port = gw.port;
+    runtime().block_on(async move {
+        let (send, _driver, _) = connect(port).await;
+        let mut call = modern(
+            "tools/call",
+            json!({"name": "aap_inventory_search",
+                   "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
+        );
+        call["params"]["_meta"]["progressToken"] = json!("h2-live");
+        let mut send = send.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(())
+            .unwrap();
+        let (resp, mut tx) = send.send_request(req, false).unwrap();
+        tx.send_data(Bytes::from(call.to_string()), true).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(15), resp)
+            .await
+            .expect("the head while the upstream holds")
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        assert!(!resp.headers().contains_key("content-length"));
+        let mut rx = resp.into_body();
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("notifications/progress") {
+            let chunk = tokio::time::timeout(Duration::from_secs(15), rx.data())
+                .await
+                .expect("the first event while the upstream holds")
+                .expect("the stream is open")
+                .unwrap();
+            let _ = rx.flow_control().release_capacity(chunk.len());
+            got.extend_from_slice(&chunk);
+        }
+        let first = String::from_utf8_lossy(&got).to_string();
+        assert!(
+            !first.contains("\"result\""),
+            "result before release: {first}"
+        );
+        std::fs::write(&hold, b"go").unwrap();
+        while let Some(chunk) = tokio::time::timeout(Duration::from_secs(15), rx.data())
+            .await
+            .expect("the rest of the stream")
+        {
+            let chunk = chunk.unwrap();
+            let _ = rx.flow_control().release_capacity(chunk.len());
+            got.extend_from_slice(&chunk);
+        }
+        let all = String::from_utf8_lossy(&got);
+        assert!(all.contains("\"resultType\":\"complete\""), "{all}");
+    });
+}
+
+/// HTTP/2 connections count against the same connection limits as HTTP/1 ones: over
+/// `limits.max_connections_per_ip`, the stream on the refused connection gets the 429.
+#[test]
+fn connection_limits_apply_to_http2() {
+    let gw = Gateway::start_with(&h2c_config(&[(
+        "max_connections_per_ip = 1000",
+        "max_connections_per_ip = 1",
+    )]));
+    let port = gw.port;
+    runtime().block_on(async move {
+        let (held, held_driver, _) = connect(port).await;
+        let r = post(&held, port, &[], tools_list().into_bytes())
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        let (second, _d, _) = connect(port).await;
+        let r = post(&second, port, &[], tools_list().into_bytes())
+            .await
+            .expect("an answer on the refused connection");
+        assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.headers["retry-after"], "1");
+        assert_eq!(r.json()["error"]["data"]["retry_after_ms"], 1000);
+        // The admitted connection goes on.
+        let r = post(&held, port, &[], tools_list().into_bytes())
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        assert!(!held_driver.is_finished());
+    });
+}
