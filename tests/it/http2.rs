@@ -584,3 +584,113 @@ fn connection_limits_apply_to_http2() {
         assert!(!held_driver.is_finished());
     });
 }
+
+/// Raw HTTP/2 frames from PyPI `h2` with its own header checks off: what the gateway's HTTP/2
+/// layer must refuse by itself, stream by stream. Prints one JSON object: per stream id, the
+/// `:status` and body, or the RST_STREAM error code.
+const RAW_CLIENT: &str = r#"
+import json, socket, sys
+import h2.config, h2.connection, h2.events
+port, path, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+plan = json.loads(sys.argv[4])  # [[stream id, extra headers, send the body now]]
+s = socket.create_connection(("127.0.0.1", port), timeout=15)
+c = h2.connection.H2Connection(h2.config.H2Configuration(
+    client_side=True, validate_outbound_headers=False, normalize_outbound_headers=False))
+c.initiate_connection()
+base = [(":method", "POST"), (":scheme", "http"), (":authority", f"127.0.0.1:{port}"),
+        (":path", path), ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream")]
+for sid, extra, now in plan:
+    c.send_headers(sid, base + [tuple(h) for h in extra], end_stream=False)
+    if now:
+        c.send_data(sid, body, end_stream=True)
+s.sendall(c.data_to_send())
+out, pending = {}, {sid for sid, _, _ in plan}
+late = [sid for sid, _, now in plan if not now]
+while pending:
+    data = s.recv(65536)
+    if not data:
+        break
+    for ev in c.receive_data(data):
+        if isinstance(ev, h2.events.ResponseReceived):
+            out.setdefault(str(ev.stream_id), {})["status"] = dict(ev.headers)[b":status"].decode()
+        elif isinstance(ev, h2.events.DataReceived):
+            c.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            o = out.setdefault(str(ev.stream_id), {})
+            o["body"] = o.get("body", "") + ev.data.decode()
+        elif isinstance(ev, h2.events.StreamEnded):
+            pending.discard(ev.stream_id)
+        elif isinstance(ev, h2.events.StreamReset):
+            out.setdefault(str(ev.stream_id), {})["reset"] = int(ev.error_code)
+            pending.discard(ev.stream_id)
+    # Once every stream sent with its body is done, finish the ones held open.
+    if late and not (pending - set(late)):
+        for sid in late:
+            if sid in pending:
+                c.send_data(sid, body, end_stream=True)
+        late = []
+    s.sendall(c.data_to_send())
+print(json.dumps(out))
+"#;
+
+fn raw_h2(port: u16, plan: Value) -> Value {
+    ensure_venv();
+    let out = Command::new(venv_python())
+        .args(["-c", RAW_CLIENT])
+        .arg(port.to_string())
+        .arg(ENDPOINT)
+        .arg(tools_list())
+        .arg(plan.to_string())
+        .output()
+        .expect("python h2 client");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// RFC 9113 §8.2.2: a connection-specific header field makes the request malformed; that
+/// stream is reset (PROTOCOL_ERROR = 1), the others on the connection are answered. A stream
+/// over `limits.max_concurrent_streams` is refused (REFUSED_STREAM = 7) alone as well.
+#[test]
+fn malformed_and_excess_streams_are_reset_alone() {
+    let gw = Gateway::start_with(&h2c_config(&[(
+        "max_concurrent_streams = 100",
+        "max_concurrent_streams = 3",
+    )]));
+    let got = raw_h2(
+        gw.port,
+        json!([
+            [1, [["connection", "keep-alive"]], true],
+            [3, [], true],
+            [5, [["te", "gzip"]], true],
+            [7, [["transfer-encoding", "chunked"]], true],
+            [9, [], true],
+        ]),
+    );
+    for sid in ["1", "5", "7"] {
+        assert_eq!(got[sid]["reset"], 1, "stream {sid}: {got}");
+        assert!(got[sid].get("status").is_none(), "{got}");
+    }
+    for sid in ["3", "9"] {
+        assert_eq!(got[sid]["status"], "200", "stream {sid}: {got}");
+        assert_eq!(tool_count(got[sid]["body"].as_str().unwrap().as_bytes()), 5);
+    }
+    // Three streams held open (their bodies not sent yet), a fourth over the limit.
+    let got = raw_h2(
+        gw.port,
+        json!([
+            [1, [], false],
+            [3, [], false],
+            [5, [], false],
+            [7, [], true]
+        ]),
+    );
+    assert_eq!(got["7"]["reset"], 7, "{got}");
+    for sid in ["1", "3", "5"] {
+        assert_eq!(got[sid]["status"], "200", "stream {sid}: {got}");
+    }
+}
