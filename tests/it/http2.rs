@@ -161,28 +161,6 @@ fn without_h2c_the_preface_is_refused() {
     );
 }
 
-fn venv_python() -> PathBuf {
-    std::env::var_os("AAP_UPSTREAMS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target").join("upstreams-venv"))
-        .join("bin")
-        .join("python")
-}
-
-/// `tests/upstreams/setup.sh` once per test process: it installs (only when the requirements
-/// changed) the peers' venv, which holds the MCP SDK and `h2`.
-fn ensure_venv() {
-    static SETUP: std::sync::Once = std::sync::Once::new();
-    SETUP.call_once(|| {
-        let status = Command::new("bash")
-            .arg(repo().join("tests/upstreams/setup.sh"))
-            .arg("--quiet")
-            .status()
-            .expect("run tests/upstreams/setup.sh");
-        assert!(status.success(), "tests/upstreams/setup.sh failed");
-    });
-}
-
 fn python_sdk(url: &str, ca: Option<&Path>) {
     let mut cmd = Command::new(venv_python());
     cmd.arg(repo().join("tests/sdk/python/http2_client.py"))
@@ -201,7 +179,7 @@ fn python_sdk(url: &str, ca: Option<&Path>) {
 
 #[test]
 fn the_python_mcp_sdk_lists_and_calls_every_tool_over_http2() {
-    ensure_venv();
+    ensure_upstreams();
     let dir = temp_dir("h2sdk");
     let ca = test_ca(&dir);
     let gw = Gateway::start_with(&tls_config(&dir));
@@ -639,7 +617,7 @@ print(json.dumps(out))
 "#;
 
 fn raw_h2(port: u16, plan: Value) -> Value {
-    ensure_venv();
+    ensure_upstreams();
     let out = Command::new(venv_python())
         .args(["-c", RAW_CLIENT])
         .arg(port.to_string())
