@@ -527,7 +527,7 @@ async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool) -> Res
         let capacity = std::future::poll_fn(|cx| tx.poll_capacity(cx));
         let granted = match tokio::time::timeout(WRITE_TIMEOUT, capacity).await {
             Err(_) => {
-                crate::metrics::connection_closed("write_timeout");
+                // A client that stops reading this stream loses it, not its connection.
                 tx.send_reset(h2::Reason::CANCEL);
                 return Err(());
             }
