@@ -1,7 +1,7 @@
 //! aap-gateway: the Pingora adapter around `aap_core` — ingress, admin listener, TLS, the
 //! upstream HTTP client and backends, the stores, and the composition root (`gateway`).
 //!
-//! Layout: `ingress` (the public listener's connections and HTTP/1.1), `admin`
+//! Layout: `ingress` (the public listener's connections, HTTP/1.1 and HTTP/2), `admin`
 //! (the admin listener), `passthrough` (the benchmark baseline), `tls`, `upstream`
 //! (backend implementations and the pooled client), `state` (local log and Redis
 //! stores), `gateway` (tenants, routing, reload) and `shutdown` (drain, then close).

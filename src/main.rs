@@ -414,6 +414,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
                 }
             };
             settings.set_cert_resolver(store.clone());
+            aap_gateway::tls::offer_http2(&mut settings);
             ingress.add_listener(ingress_listener(&listen).tls(settings));
         }
         _ => ingress.add_listener(ingress_listener(&listen)),

@@ -11,6 +11,8 @@
 //! `aap_tls_reloads_total{result="rejected"}` counts it.
 
 use arc_swap::ArcSwap;
+use pingora::listeners::tls::TlsSettings;
+use pingora::protocols::ALPN;
 use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
 use std::path::{Path, PathBuf};
@@ -156,4 +158,11 @@ impl ResolvesServerCert for CertStore {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current.load_full())
     }
+}
+
+/// The protocols the TLS listener offers by ALPN: `h2`, then `http/1.1`. A
+/// client that picks `h2` is served by `ingress::h2`; one that offers no ALPN
+/// (or only `http/1.1`) gets HTTP/1.1 as before.
+pub fn offer_http2(settings: &mut TlsSettings) {
+    settings.set_alpn(ALPN::H2H1);
 }

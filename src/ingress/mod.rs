@@ -6,9 +6,12 @@
 //! Pingora's HTTP/1 session, so that framing is strict ([`h1`]), every answer
 //! (transport errors included) carries a JSON-RPC body and an access-log
 //! line, and a connection costs nothing but its task until its first byte.
+//! A connection that negotiated `h2` by ALPN, or opens with the HTTP/2 preface
+//! on a plaintext listener with `server.h2c`, is served by [`h2`] instead.
 
 pub mod conn;
 pub mod h1;
+pub mod h2;
 
 use crate::context::RequestCtx;
 use crate::error::Failure;
@@ -63,32 +66,67 @@ impl Ingress {
 impl ServerApp for Ingress {
     async fn process_new(
         self: &Arc<Self>,
-        stream: Stream,
+        mut stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        // HTTP/2 goes here when it is offered (ALPN h2 on TLS → Pingora's
-        // v2 server session); the TLS listener does not offer it yet.
-        if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
-            return None;
-        }
+        let accepted = Instant::now();
         let peer = stream
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
-        let (max, max_per_ip) = {
+        let (max, max_per_ip, h2c, header_timeout) = {
             let rt = self.gateway.current();
             let l = &rt.config.limits;
-            (l.max_connections, l.max_connections_per_ip)
+            let s = &rt.config.server;
+            (
+                l.max_connections,
+                l.max_connections_per_ip,
+                s.h2c && s.tls.is_none(),
+                Duration::from_millis(l.header_read_timeout_ms),
+            )
         };
+        // HTTP/2 connections count against the same limits as HTTP/1 ones.
+        let (_guard, refused) = match self.conns.admit(peer, max, max_per_ip) {
+            Ok(g) => (Some(g), None),
+            Err(full) => (None, Some(full)),
+        };
+        let mut rbuf = BytesMut::new();
+        let mut http2 = matches!(stream.selected_alpn_proto(), Some(ALPN::H2));
+        if !http2 && h2c {
+            let wait = if refused.is_some() {
+                REFUSED_LINGER_TIME
+            } else {
+                header_timeout
+            };
+            let deadline = tokio::time::Instant::from_std(accepted + wait);
+            match h2::sniff(&mut stream, &mut rbuf, deadline).await {
+                h2::Sniff::Http2 => http2 = true,
+                h2::Sniff::Http1 => {}
+                h2::Sniff::Closed => return None,
+                h2::Sniff::Timeout => {
+                    let reason = refused.map_or("header_timeout", refusal_outcome);
+                    crate::metrics::connection_closed(reason);
+                    return None;
+                }
+            }
+        }
+        if http2 {
+            if let Some(full) = refused {
+                crate::metrics::connection_closed(refusal_outcome(full));
+            }
+            let io = h2::Rewind::new(rbuf.freeze(), stream);
+            h2::serve(self, io, peer, accepted, shutdown, refused).await;
+            return None;
+        }
         let mut conn = Conn {
             ingress: self,
             stream,
             peer,
-            rbuf: BytesMut::new(),
+            rbuf,
             wbuf: Vec::new(),
         };
-        match self.conns.admit(peer, max, max_per_ip) {
-            Ok(_guard) => conn.serve(shutdown).await,
-            Err(full) => conn.refuse_connection(full).await,
+        match refused {
+            None => conn.serve(shutdown, accepted).await,
+            Some(full) => conn.refuse_connection(full).await,
         }
         None
     }
@@ -117,9 +155,8 @@ struct Conn<'a> {
 
 impl Conn<'_> {
     /// Requests in order until the connection closes.
-    async fn serve(&mut self, shutdown: &ShutdownWatch) {
+    async fn serve(&mut self, shutdown: &ShutdownWatch, accepted: Instant) {
         let mut reused = false;
-        let accepted = Instant::now();
         loop {
             let (io, head_limits, write_cap) = {
                 let rt = self.ingress.gateway.current();
@@ -511,32 +548,9 @@ impl Conn<'_> {
     /// 429 for the per-client one, `Retry-After: 1`) and close.
     async fn refuse_connection(&mut self, full: Full) {
         let started = Instant::now();
-        let (status, outcome, message) = match full {
-            Full::Global(n) => (
-                503,
-                "connection_limit",
-                format!("Service Unavailable: the gateway has {n} connections open; retry later"),
-            ),
-            Full::PerClient(n) => (
-                429,
-                "client_connection_limit",
-                format!("Too Many Requests: this client has {n} connections open; reuse them or retry later"),
-            ),
-        };
+        let (resp, outcome, correlation) = connection_refusal(full);
         crate::metrics::connection_closed(outcome);
-        let correlation = new_correlation_id();
-        // 429 is throttling (the gateway's -32013, as for request budgets);
-        // 503 a full gateway.
-        let mut err = match status {
-            429 => RpcError::of(Failure::RateLimited, message),
-            _ => RpcError::of(Failure::Framing(status), message),
-        };
-        if status == 429 {
-            err.data = Some(Box::new(serde_json::json!({"retry_after_ms": 1000})));
-        }
-        let resp = HttpResponse::json(status, &err.to_body(None))
-            .with_header("retry-after", "1")
-            .with_header("x-correlation-id", correlation.clone());
+        let status = resp.status;
         let written = self.write_response(resp, 1, false, false, 1 << 14).await;
         self.ingress
             .log_transport("-", None, status, outcome, started, &correlation);
@@ -597,6 +611,46 @@ impl Ingress {
         ctx.outcome = outcome.to_owned();
         ctx.logging(status);
     }
+}
+
+/// The access-log and metrics outcome of a connection over a limit.
+fn refusal_outcome(full: Full) -> &'static str {
+    match full {
+        Full::Global(_) => "connection_limit",
+        Full::PerClient(_) => "client_connection_limit",
+    }
+}
+
+/// The answer to a connection over a limit (503 for the global limit, 429 for
+/// the per-client one, `Retry-After: 1`), its outcome and correlation id.
+fn connection_refusal(full: Full) -> (HttpResponse, &'static str, String) {
+    let outcome = refusal_outcome(full);
+    let (status, message) = match full {
+        Full::Global(n) => (
+            503,
+            format!("Service Unavailable: the gateway has {n} connections open; retry later"),
+        ),
+        Full::PerClient(n) => (
+            429,
+            format!(
+                "Too Many Requests: this client has {n} connections open; reuse them or retry later"
+            ),
+        ),
+    };
+    let correlation = new_correlation_id();
+    // 429 is throttling (the gateway's -32013, as for request budgets);
+    // 503 a full gateway.
+    let mut err = match status {
+        429 => RpcError::of(Failure::RateLimited, message),
+        _ => RpcError::of(Failure::Framing(status), message),
+    };
+    if status == 429 {
+        err.data = Some(Box::new(serde_json::json!({"retry_after_ms": 1000})));
+    }
+    let resp = HttpResponse::json(status, &err.to_body(None))
+        .with_header("retry-after", "1")
+        .with_header("x-correlation-id", correlation.clone());
+    (resp, outcome, correlation)
 }
 
 /// Write `parts` and flush, within [`WRITE_TIMEOUT`]: a client that stops

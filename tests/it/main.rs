@@ -12,6 +12,7 @@ mod contract;
 mod demo;
 mod framing;
 mod hostile;
+mod http2;
 mod ingress;
 mod lead_path;
 mod limits;

@@ -10,23 +10,37 @@ use std::time::{Duration, Instant};
 
 static UPSTREAMS_SETUP: std::sync::Once = std::sync::Once::new();
 
-/// The Python of the upstream peers' venv (PyPI `mcp`, `a2a-sdk`).
-pub fn venv_python() -> PathBuf {
+fn venv_dir() -> PathBuf {
     std::env::var_os("AAP_UPSTREAMS_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target").join("upstreams-venv"))
-        .join("bin")
-        .join("python")
+}
+
+/// The Python of the upstream peers' venv (PyPI `mcp`, `a2a-sdk`, `h2`).
+pub fn venv_python() -> PathBuf {
+    venv_dir().join("bin").join("python")
+}
+
+/// The venv was installed from the current tests/upstreams/requirements.txt (setup.sh
+/// leaves its SHA-256 in the venv after a successful install).
+fn requirements_installed() -> bool {
+    use sha2::Digest;
+    let Ok(req) = std::fs::read(repo().join("tests/upstreams/requirements.txt")) else {
+        return false;
+    };
+    let want = hex::encode(sha2::Sha256::digest(&req));
+    std::fs::read_to_string(venv_dir().join(".aap-upstreams-requirements.sha256"))
+        .is_ok_and(|have| have.trim() == want)
 }
 
 /// Run `tests/upstreams/setup.sh` once per test process when the venv or the
-/// Node modules are missing.
+/// Node modules are missing, or the requirements changed since the venv was made.
 pub fn ensure_upstreams() {
     UPSTREAMS_SETUP.call_once(|| {
         let node_ok = repo()
             .join("tests/upstreams/node/node_modules/@modelcontextprotocol/sdk")
             .is_dir();
-        if venv_python().is_file() && node_ok {
+        if venv_python().is_file() && node_ok && requirements_installed() {
             return;
         }
         let status = Command::new("bash")

@@ -16,6 +16,7 @@ impl Default for LimitsConfig {
             max_header_bytes: 16_384,
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
+            max_concurrent_streams: 100,
         }
     }
 }

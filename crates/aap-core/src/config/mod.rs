@@ -50,6 +50,12 @@ pub struct ServerConfig {
     /// segment burst) instead of two.
     #[serde(default = "defaults::default_write_buffer_bytes")]
     pub write_buffer_bytes: usize,
+    /// Serve HTTP/2 with prior knowledge (h2c) on a plaintext `listen`: a
+    /// connection that opens with the HTTP/2 preface is served as HTTP/2.
+    /// Off: the preface is refused like any non-1.1 request (505). With
+    /// `tls`, HTTP/2 is negotiated by ALPN instead and this must stay off.
+    #[serde(default)]
+    pub h2c: bool,
     /// The token the admin listener's mutating endpoints (`POST /reload`,
     /// `POST /idempotency/resolve`, any other non-GET) require, written in
     /// the config; or read from a file (`admin_token_file`) or an
@@ -130,6 +136,9 @@ pub struct LimitsConfig {
     /// Open ingress connections per client address at most (0 = no limit);
     /// more → 429 and close.
     pub max_connections_per_ip: usize,
+    /// HTTP/2: streams a client may have open at once on one connection
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused (RST_STREAM).
+    pub max_concurrent_streams: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]

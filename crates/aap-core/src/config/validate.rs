@@ -26,6 +26,9 @@ impl Config {
     fn validate_server(&self) -> Result<(), String> {
         check_addr("server.listen", &self.server.listen)?;
         check_addr("server.admin_listen", &self.server.admin_listen)?;
+        if self.server.h2c && self.server.tls.is_some() {
+            return Err("server.h2c: only for a plaintext listener; with server.tls, HTTP/2 is negotiated by ALPN".into());
+        }
         if let Some(tls) = &self.server.tls {
             for (k, p) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
                 if !self.resolve(p).is_file() {
@@ -82,6 +85,9 @@ impl Config {
         }
         if l.max_headers > MAX_HEADER_LINES {
             return Err(format!("limits.max_headers: at most {}", MAX_HEADER_LINES));
+        }
+        if !(1..=1000).contains(&l.max_concurrent_streams) {
+            return Err("limits.max_concurrent_streams: must be between 1 and 1000".into());
         }
         Ok(())
     }
@@ -547,6 +553,35 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn http2_keys() {
+        let shipped = include_str!("../../../../gateway.toml");
+        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
+        let parse = |text: &str| Config::parse(text, &at);
+        let cfg = parse(shipped).expect("shipped");
+        assert!(!cfg.server.h2c);
+        assert_eq!(cfg.limits.max_concurrent_streams, 100);
+        let on = parse(&shipped.replace("h2c = false", "h2c = true")).expect("h2c");
+        assert!(on.server.h2c);
+        for bad in ["0", "1001"] {
+            let text = shipped.replace(
+                "max_concurrent_streams = 100",
+                &format!("max_concurrent_streams = {bad}"),
+            );
+            let e = parse(&text).unwrap_err();
+            assert!(
+                e.to_string().contains("limits.max_concurrent_streams"),
+                "{e}"
+            );
+        }
+        let tls = shipped.replace(
+            "h2c = false",
+            "h2c = true\ntls = { cert_file = \"c.pem\", key_file = \"k.pem\" }",
+        );
+        let e = parse(&tls).unwrap_err();
+        assert!(e.to_string().contains("server.h2c"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,595 @@
+//! HTTP/2 on the public listener (RFC 9113): over TLS when ALPN picks `h2`, and as h2c with
+//! prior knowledge on a plaintext listener (`server.h2c`); each stream is one `Gateway::handle`.
+//!
+//! The `h2` crate owns the framing, HPACK, flow control and the stream states. It already
+//! treats connection-specific header fields (RFC 9113 §8.2.2) as malformed (RST_STREAM
+//! PROTOCOL_ERROR) and answers a header list over the advertised
+//! SETTINGS_MAX_HEADER_LIST_SIZE with a bare 431 and RST_STREAM. This module applies the
+//! HTTP/1 limits on each stream — header count and bytes (431), body size (413), body time
+//! (408) — with the same JSON-RPC error body, correlation id and access-log line as HTTP/1,
+//! answering on that stream only; and the connection's deadlines: the preface and the first
+//! request within the header timeout, no open stream for longer than the idle timeout, and a
+//! GOAWAY when the gateway drains or shuts down (streams in flight finish first).
+
+use super::conn::Full;
+use super::h1::{HeadLimits, Refusal, MAX_REQUEST_LINE};
+use super::{new_correlation_id, too_large, Ingress, WRITE_TIMEOUT};
+use crate::error::Failure;
+use crate::exchange::{HttpRequest, HttpResponse};
+use crate::mcp::jsonrpc::RpcError;
+use bytes::{Buf, Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::header::{HeaderName, HeaderValue};
+use pingora::server::ShutdownWatch;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+/// The client connection preface (RFC 9113 §3.4) that opens an h2c connection.
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Flow-control window of the whole connection: the per-stream window is the protocol
+/// default (65,535), so a few streams can upload at full speed at once.
+const CONNECTION_WINDOW: u32 = 1 << 20;
+
+/// After a GOAWAY: how long streams still open get before the connection is dropped.
+const CLOSE_GRACE: Duration = WRITE_TIMEOUT;
+
+/// After a GOAWAY with no stream open: how long the connection stays for the GOAWAY (and
+/// the last answers) to reach the client.
+const FLUSH_GRACE: Duration = Duration::from_secs(1);
+
+/// How often an open connection looks at the drain flag (SIGTERM → GOAWAY).
+const DRAIN_POLL: Duration = Duration::from_secs(1);
+
+/// Header fields that are connection-specific (RFC 9113 §8.2.2): a request carrying one is
+/// malformed. `h2` refuses them before a stream is handed over; checked again here so the
+/// rule does not hang on a detail of the crate.
+const CONNECTION_SPECIFIC: [&str; 5] = [
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// What the first bytes of a plaintext connection are.
+pub(super) enum Sniff {
+    /// The HTTP/2 preface (all of it is in the buffer).
+    Http2,
+    /// Anything else: an HTTP/1 request (the bytes read stay in the buffer).
+    Http1,
+    Closed,
+    Timeout,
+}
+
+/// Read until `buf` holds the whole preface or something that is not it.
+pub(super) async fn sniff<S: AsyncRead + Unpin>(
+    io: &mut S,
+    buf: &mut BytesMut,
+    deadline: tokio::time::Instant,
+) -> Sniff {
+    loop {
+        if buf.len() >= PREFACE.len() {
+            return if buf.starts_with(PREFACE) {
+                Sniff::Http2
+            } else {
+                Sniff::Http1
+            };
+        }
+        if !PREFACE.starts_with(buf) {
+            return Sniff::Http1;
+        }
+        if buf.capacity() - buf.len() < PREFACE.len() {
+            buf.reserve(super::READ_CHUNK);
+        }
+        match tokio::time::timeout_at(deadline, io.read_buf(buf)).await {
+            Err(_) => return Sniff::Timeout,
+            Ok(Ok(0)) | Ok(Err(_)) => return Sniff::Closed,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// A connection whose first bytes were already read (to recognise the h2c preface): reads
+/// give those bytes first, then the socket's. Hand-written because Pingora's stream has no
+/// way to put bytes back, and the `h2` codec must see the preface it starts with.
+pub(super) struct Rewind<S> {
+    prefix: Bytes,
+    inner: S,
+}
+
+impl<S> Rewind<S> {
+    pub(super) fn new(prefix: Bytes, inner: S) -> Rewind<S> {
+        Rewind { prefix, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// SETTINGS_MAX_HEADER_LIST_SIZE for the configured HTTP/1 limits. RFC 9113 §6.5.2 counts
+/// each field as name + value + 32 octets where the HTTP/1 limit counts name + value + 4
+/// (": " and CRLF); on top come the pseudo-header fields, the path as long as an HTTP/1
+/// request line may be. A request within the HTTP/1 limits therefore always fits; one over
+/// them but under this gets the exact check (and a JSON 431) on its stream, one over this
+/// gets `h2`'s bare 431.
+fn header_list_size(l: &HeadLimits) -> u32 {
+    let n = l.max_header_bytes + 28 * l.max_headers + MAX_REQUEST_LINE + 4 * 32;
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Serve one HTTP/2 connection until it closes. `refused`: the connection is over a
+/// connection limit; every stream on it gets that answer (503 or 429, as on HTTP/1) and the
+/// connection is closed with a GOAWAY.
+pub(super) async fn serve<T>(
+    ingress: &Arc<Ingress>,
+    io: T,
+    peer: Option<IpAddr>,
+    accepted: Instant,
+    shutdown: &ShutdownWatch,
+    refused: Option<Full>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let (io_limits, head_limits, max_streams) = {
+        let rt = ingress.gateway.current();
+        let l = &rt.config.limits;
+        (
+            ingress.gateway.io_limits(),
+            HeadLimits {
+                max_headers: l.max_headers,
+                max_header_bytes: l.max_header_bytes,
+            },
+            l.max_concurrent_streams,
+        )
+    };
+    let accepted = tokio::time::Instant::from_std(accepted);
+    let handshake = h2::server::Builder::new()
+        .max_concurrent_streams(max_streams)
+        .max_header_list_size(header_list_size(&head_limits))
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .handshake::<_, Bytes>(io);
+    let first_deadline = if refused.is_some() {
+        accepted + super::REFUSED_LINGER_TIME
+    } else {
+        accepted + io_limits.header_timeout
+    };
+    let mut conn = match tokio::time::timeout_at(first_deadline, handshake).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "HTTP/2 handshake failed");
+            return;
+        }
+        Err(_) => {
+            crate::metrics::connection_closed("header_timeout");
+            return;
+        }
+    };
+    if refused.is_some() {
+        // Answer what arrives before the GOAWAY's last stream id settles, then close.
+        conn.graceful_shutdown();
+    }
+    let mut streams = tokio::task::JoinSet::new();
+    let mut rx = shutdown.clone();
+    let mut drain_poll = tokio::time::interval(DRAIN_POLL);
+    // Once a GOAWAY went out (shutdown, drain, idle, refused), the connection only finishes
+    // its open streams, until this deadline.
+    let mut closing = refused.map(|_| tokio::time::Instant::now() + FLUSH_GRACE);
+    let mut served = false;
+    let mut idle_since = tokio::time::Instant::now();
+    loop {
+        let deadline = match closing {
+            Some(at) => at,
+            None if !streams.is_empty() => {
+                tokio::time::Instant::now() + Duration::from_secs(86_400)
+            }
+            None if served => idle_since + io_limits.idle_timeout,
+            None => accepted + io_limits.header_timeout,
+        };
+        let mut goaway = false;
+        tokio::select! {
+            biased;
+            next = conn.accept() => match next {
+                Some(Ok((req, respond))) => {
+                    served = true;
+                    streams.spawn(stream(ingress.clone(), req, respond, peer, refused));
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "HTTP/2 connection error");
+                    break;
+                }
+                None => break,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {
+                if streams.is_empty() {
+                    idle_since = tokio::time::Instant::now();
+                    // Closing: what the last stream wrote gets a moment to reach the client.
+                    closing = closing.map(|at| at.min(idle_since + FLUSH_GRACE));
+                }
+            }
+            _ = rx.changed(), if closing.is_none() => goaway = true,
+            _ = drain_poll.tick(), if closing.is_none() => {
+                goaway = *rx.borrow() || crate::shutdown::draining();
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if closing.is_some() {
+                    break;
+                }
+                crate::metrics::connection_closed(if served { "idle_timeout" } else { "header_timeout" });
+                goaway = true;
+            }
+        }
+        if goaway {
+            conn.graceful_shutdown();
+            let grace = if streams.is_empty() {
+                FLUSH_GRACE
+            } else {
+                CLOSE_GRACE
+            };
+            closing = Some(tokio::time::Instant::now() + grace);
+        }
+    }
+    // Dropping `streams` aborts any stream still running: its connection is gone.
+}
+
+/// One stream: the request under the HTTP/1 limits, `Gateway::handle`, the answer.
+async fn stream(
+    ingress: Arc<Ingress>,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    peer: Option<IpAddr>,
+    refused: Option<Full>,
+) {
+    let started = Instant::now();
+    let (parts, mut body) = req.into_parts();
+    let method = parts.method.as_str().to_owned();
+    let path = parts.uri.path().to_owned();
+    let head_only = parts.method == http::Method::HEAD;
+    let at = Answer {
+        method: &method,
+        path: &path,
+        head_only,
+        started,
+    };
+    if let Some(full) = refused {
+        let (resp, outcome, correlation) = super::connection_refusal(full);
+        let status = resp.status;
+        let _ = write_response(&mut respond, resp, head_only).await;
+        ingress.log_transport(&method, Some(&path), status, outcome, started, &correlation);
+        return;
+    }
+    let (io, limits) = {
+        let rt = ingress.gateway.current();
+        let l = &rt.config.limits;
+        (
+            ingress.gateway.io_limits(),
+            HeadLimits {
+                max_headers: l.max_headers,
+                max_header_bytes: l.max_header_bytes,
+            },
+        )
+    };
+    let mut headers = Vec::with_capacity(parts.headers.len() + 1);
+    let mut header_bytes = 0usize;
+    let mut has_host = false;
+    for (name, value) in &parts.headers {
+        let name = name.as_str();
+        if CONNECTION_SPECIFIC.contains(&name) || (name == "te" && value.as_bytes() != b"trailers")
+        {
+            let r = Refusal::new(
+                400,
+                "bad_request",
+                format!("Bad Request: {name} is a connection-specific header field, not allowed in HTTP/2"),
+            );
+            return at.refuse(&ingress, &mut respond, r).await;
+        }
+        has_host |= name == "host";
+        header_bytes += name.len() + value.len() + 4;
+        headers.push((name.to_owned(), value.as_bytes().to_vec()));
+    }
+    // RFC 9113 §8.3.1: `:authority` stands for Host; the gateway sees it as one.
+    if !has_host {
+        if let Some(a) = parts.uri.authority() {
+            header_bytes += "host".len() + a.as_str().len() + 4;
+            headers.push(("host".to_owned(), a.as_str().as_bytes().to_vec()));
+        }
+    }
+    if headers.len() > limits.max_headers || header_bytes > limits.max_header_bytes {
+        let r = Refusal::new(
+            431,
+            "headers_too_large",
+            format!(
+                "Request Header Fields Too Large: at most {} headers and {} bytes",
+                limits.max_headers, limits.max_header_bytes
+            ),
+        );
+        return at.refuse(&ingress, &mut respond, r).await;
+    }
+    // `h2` already checks that the DATA frames add up to a declared length.
+    if let Some(n) = parts.headers.get(http::header::CONTENT_LENGTH) {
+        match n.to_str().ok().and_then(|s| s.parse::<u64>().ok()) {
+            Some(n) if n > io.max_body as u64 => {
+                return at
+                    .refuse(&ingress, &mut respond, too_large(io.max_body))
+                    .await;
+            }
+            Some(_) => {}
+            None => {
+                let r = Refusal::new(400, "bad_request", "Bad Request: invalid Content-Length");
+                return at.refuse(&ingress, &mut respond, r).await;
+            }
+        }
+    }
+    let mut req = HttpRequest {
+        method: method.clone(),
+        path: path.clone(),
+        query: parts.uri.query().map(str::to_owned),
+        headers,
+        body: Bytes::new(),
+        peer_ip: peer,
+    };
+    let expect = parts.headers.get(http::header::EXPECT);
+    if let Some(v) = expect {
+        if !v.as_bytes().eq_ignore_ascii_case(b"100-continue") {
+            let r = Refusal::new(
+                417,
+                "expectation_failed",
+                "Expectation Failed: only Expect: 100-continue is supported",
+            );
+            return at.refuse(&ingress, &mut respond, r).await;
+        }
+        if !body.is_end_stream() {
+            // As on HTTP/1: a refusal the head alone decides is the final answer at once
+            // (the client's body is then declined with RST_STREAM NO_ERROR); otherwise 100.
+            if let Some(resp) = ingress.gateway.answer_before_body(&req).await {
+                let _ = write_response(&mut respond, resp, head_only).await;
+                return;
+            }
+            let mut cont = http::Response::new(());
+            *cont.status_mut() = http::StatusCode::CONTINUE;
+            if respond.send_informational(cont).is_err() {
+                return;
+            }
+        }
+    }
+    req.body = match read_body(&mut body, io.max_body, io.body_timeout).await {
+        Ok(Some(b)) => b,
+        Ok(None) => return,
+        Err(r) => return at.refuse(&ingress, &mut respond, r).await,
+    };
+    drop(body);
+    // Boxed as on HTTP/1: the handler's state lives only while the request is handled.
+    let resp = Box::pin(ingress.gateway.handle(req)).await;
+    let _ = write_response(&mut respond, resp, head_only).await;
+}
+
+/// What a refusal on a stream needs to know about its request.
+struct Answer<'a> {
+    method: &'a str,
+    path: &'a str,
+    head_only: bool,
+    started: Instant,
+}
+
+impl Answer<'_> {
+    /// Answer a request the transport refused, on its stream only (the JSON-RPC error body
+    /// and access-log line of HTTP/1); the connection's other streams go on.
+    async fn refuse(&self, ingress: &Ingress, respond: &mut SendResponse<Bytes>, r: Refusal) {
+        let correlation = new_correlation_id();
+        let err = RpcError::of(Failure::Framing(r.status), r.message);
+        let resp = HttpResponse::json(r.status, &err.to_body(None))
+            .with_header("x-correlation-id", correlation.clone());
+        let _ = write_response(respond, resp, self.head_only).await;
+        ingress.log_transport(
+            self.method,
+            Some(self.path),
+            r.status,
+            r.outcome,
+            self.started,
+            &correlation,
+        );
+    }
+}
+
+/// The whole body, `Ok(None)` when the client reset the stream (or the connection failed).
+async fn read_body(
+    body: &mut RecvStream,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Option<Bytes>, Refusal> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buf = BytesMut::new();
+    loop {
+        match tokio::time::timeout_at(deadline, body.data()).await {
+            Err(_) => {
+                return Err(Refusal::new(
+                    408,
+                    "body_timeout",
+                    "Request Timeout: the body did not arrive in time",
+                ))
+            }
+            Ok(None) => return Ok(Some(buf.freeze())),
+            Ok(Some(Err(_))) => return Ok(None),
+            Ok(Some(Ok(chunk))) => {
+                let _ = body.flow_control().release_capacity(chunk.len());
+                if buf.len() + chunk.len() > limit {
+                    return Err(too_large(limit));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+/// Write an answer on its stream: the head, then the body (or each streamed part as it
+/// comes, as HTTP/1 writes chunks), each write bounded by [`WRITE_TIMEOUT`].
+async fn write_response(
+    respond: &mut SendResponse<Bytes>,
+    mut resp: HttpResponse,
+    head_only: bool,
+) -> Result<(), ()> {
+    let rest = resp.stream.take();
+    let mut head = http::Response::new(());
+    *head.status_mut() =
+        http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = head.headers_mut();
+    for (n, v) in &resp.headers {
+        let lower = n.to_ascii_lowercase();
+        if CONNECTION_SPECIFIC.contains(&lower.as_str()) || lower == "content-length" {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(lower.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            h.append(name, value);
+        }
+    }
+    if rest.is_none() {
+        h.insert(
+            http::header::CONTENT_LENGTH,
+            HeaderValue::from(resp.body.len() as u64),
+        );
+    }
+    let end_now = head_only || (rest.is_none() && resp.body.is_empty());
+    let mut tx = respond.send_response(head, end_now).map_err(drop)?;
+    if end_now {
+        return Ok(());
+    }
+    let Some(mut rest) = rest else {
+        return send_all(&mut tx, resp.body, true).await;
+    };
+    send_all(&mut tx, resp.body, false).await?;
+    while let Some(part) = rest.recv().await {
+        send_all(&mut tx, part, false).await?;
+    }
+    tx.send_data(Bytes::new(), true).map_err(drop)
+}
+
+/// Send `data` as the stream's flow-control window allows.
+async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool) -> Result<(), ()> {
+    if data.is_empty() {
+        if end {
+            tx.send_data(data, true).map_err(drop)?;
+        }
+        return Ok(());
+    }
+    while !data.is_empty() {
+        tx.reserve_capacity(data.len());
+        let capacity = std::future::poll_fn(|cx| tx.poll_capacity(cx));
+        let granted = match tokio::time::timeout(WRITE_TIMEOUT, capacity).await {
+            Err(_) => {
+                // A client that stops reading this stream loses it, not its connection.
+                tx.send_reset(h2::Reason::CANCEL);
+                return Err(());
+            }
+            Ok(None) | Ok(Some(Err(_))) => return Err(()),
+            Ok(Some(Ok(n))) => n,
+        };
+        let chunk = data.split_to(granted.min(data.len()));
+        tx.send_data(chunk, end && data.is_empty()).map_err(drop)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn rewind_replays_the_prefix_first() {
+        let (mut a, b) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut a, b" rest")
+            .await
+            .unwrap();
+        drop(a);
+        let mut io = Rewind::new(Bytes::from_static(b"PRI"), b);
+        let mut out = Vec::new();
+        io.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out, b"PRI rest");
+    }
+
+    #[tokio::test]
+    async fn sniff_tells_the_preface_from_http1() {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut buf = BytesMut::new();
+        let mut io = PREFACE;
+        assert!(matches!(
+            sniff(&mut io, &mut buf, deadline).await,
+            Sniff::Http2
+        ));
+        assert_eq!(&buf[..], PREFACE);
+        let mut buf = BytesMut::new();
+        let mut io = &b"POST /mcp HTTP/1.1\r\n"[..];
+        assert!(matches!(
+            sniff(&mut io, &mut buf, deadline).await,
+            Sniff::Http1
+        ));
+        assert!(buf.starts_with(b"P"), "the bytes read stay");
+        let mut buf = BytesMut::new();
+        let mut io = &b"PRI * HT"[..];
+        assert!(matches!(
+            sniff(&mut io, &mut buf, deadline).await,
+            Sniff::Closed
+        ));
+    }
+
+    #[test]
+    fn a_request_within_the_http1_limits_fits_the_advertised_list() {
+        let l = HeadLimits {
+            max_headers: 100,
+            max_header_bytes: 16_384,
+        };
+        // 100 fields of name + value = max_header_bytes - 4 each.
+        let h2_size = l.max_header_bytes - 4 * l.max_headers + 32 * l.max_headers;
+        assert!(header_list_size(&l) as usize >= h2_size + MAX_REQUEST_LINE);
+    }
+}
