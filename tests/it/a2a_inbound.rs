@@ -377,11 +377,36 @@ fn refusals_over_raw_http() {
 
 /// Run the a2a-sdk driver against the gateway's A2A endpoint.
 fn drive(gw: &Gateway, calls: &Value, token: Option<&str>) -> Vec<Value> {
+    let url = format!("http://127.0.0.1:{}{A2A_PATH}", gw.port);
+    drive_with(&["--url", &url], calls, token)
+}
+
+/// Like [`drive`], with the client made the way an agent makes it: the SDK
+/// resolves the tenant's Agent Card (`<prefix>/.well-known/agent-card.json`)
+/// and follows the A2A interface the card names.
+fn drive_from_card(gw: &Gateway, calls: &Value) -> Vec<Value> {
+    let base = format!(
+        "http://127.0.0.1:{}{}",
+        gw.port,
+        A2A_PATH.trim_end_matches("/a2a")
+    );
+    drive_with(
+        &[
+            "--card-base",
+            &base,
+            "--card-path",
+            "/.well-known/agent-card.json",
+        ],
+        calls,
+        None,
+    )
+}
+
+fn drive_with(args: &[&str], calls: &Value, token: Option<&str>) -> Vec<Value> {
     ensure_upstreams();
     let mut cmd = Command::new(venv_python());
     cmd.arg(repo().join("tests/it/drivers/a2a_client.py"))
-        .arg("--url")
-        .arg(format!("http://127.0.0.1:{}{A2A_PATH}", gw.port));
+        .args(args);
     if let Some(t) = token {
         cmd.arg("--token").arg(t);
     }
@@ -445,7 +470,10 @@ fn every_skill_through_the_sdk(gw: &Gateway, leads: &dyn Fn() -> usize, key: &st
         call(json!({"type": "inventory.vehicle.request", "stock": "DT-1011"}), "vehicle-detail"),
         {"data": {"type": "dealer.information.request"}, "media": "dealer-information", "extension": false},
     ]);
-    let out = drive(gw, &calls, None);
+    let out = drive_from_card(gw, &calls);
+    // The SDK followed the interface the card names: this tenant's A2A path.
+    let a2a_url = format!("http://127.0.0.1:{}{A2A_PATH}", gw.port);
+    assert_eq!(out[0]["url"], a2a_url.as_str(), "{}", out[0]);
     assert_eq!(out.len(), 8, "{out:?}");
     assert_eq!(ok_payload(&out[0])["type"], "dealer.information.response");
     assert_eq!(ok_payload(&out[1])["type"], "inventory.facets.response");
@@ -483,9 +511,22 @@ fn every_skill_through_the_sdk(gw: &Gateway, leads: &dyn Fn() -> usize, key: &st
     assert!(refused["sent"].get("a2a-extensions").is_none(), "{refused}");
 }
 
+/// A config whose tenant publishes its Agent Card at the gateway's own
+/// port, so the SDK client resolves the card and follows its A2A interface.
+fn published(cfg: &str) -> String {
+    let url =
+        format!("public_url = \"http://127.0.0.1:{PORT_MARKER}/aap/3.0.0/demo-toyota/mcp\"\n");
+    let kept: String = cfg
+        .lines()
+        .filter(|l| !l.starts_with("public_url = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    kept.replacen("[tenants.backend]", &format!("{url}[tenants.backend]"), 1)
+}
+
 #[test]
 fn sdk_client_every_skill_embedded() {
-    let gw = Gateway::start();
+    let gw = Gateway::start_with(&published(&config_with("", "", "")));
     every_skill_through_the_sdk(&gw, &|| leads_in(&gw.state), "a2a-sdk-embedded-1");
 }
 
@@ -495,10 +536,10 @@ fn strict_mcp() -> (Peer, Gateway) {
         &[],
         &[("AAP_MCP_TOKEN", "upstream-secret")],
     );
-    let gw = Gateway::start_with(&forwarding_config(&format!(
+    let gw = Gateway::start_with(&published(&forwarding_config(&format!(
         "kind = \"mcp\"\npeers = [\"{}\"]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nbearer_token = \"upstream-secret\"\nrequest_timeout_ms = 8000\n",
         peer.url()
-    )));
+    ))));
     (peer, gw)
 }
 
@@ -511,10 +552,10 @@ fn sdk_client_every_skill_strict_mcp_upstream() {
 #[test]
 fn sdk_client_every_skill_a2a_upstream() {
     let peer = Peer::start(PeerKind::A2a, &[], &[("AAP_A2A_TOKEN", "a2a-secret")]);
-    let gw = Gateway::start_with(&forwarding_config(&format!(
+    let gw = Gateway::start_with(&published(&forwarding_config(&format!(
         "kind = \"a2a\"\npeers = [\"{}\"]\npath = \"/a2a\"\nbearer_token = \"a2a-secret\"\nrequest_timeout_ms = 8000\n",
         peer.url()
-    )));
+    ))));
     every_skill_through_the_sdk(&gw, &|| peer.leads().len(), "a2a-sdk-a2a-1");
 }
 
@@ -674,6 +715,11 @@ fn relay_tenants_have_no_a2a_binding_and_paths_must_not_collide() {
         "{base}\n{}",
         second
             .replace("id = \"demo-toyota\"", "id = \"demo-lexus\"")
+            // Unpublished, so the only clash is the A2A path.
+            .lines()
+            .filter(|l| !l.starts_with("public_url = "))
+            .collect::<Vec<_>>()
+            .join("\n")
             .replace("/aap/3.0.0/demo-toyota/mcp\"", &format!("{A2A_PATH}\""))
     );
     let dir = temp_dir("a2a-clash");

@@ -12,7 +12,7 @@ The client is the SDK's own (``ClientFactory`` → ``JsonRpcTransport``, non-str
 an AgentCard constructed here from ``--url`` (one JSONRPC interface, protocol 1.0, the AAP
 extension required). With ``--card-base URL`` the card is resolved instead, with the SDK's
 ``ClientFactory.create_from_url`` (``<URL>/.well-known/agent-card.json``, or
-``--card-path``): switch to that once the gateway publishes the tenant's Agent Card.
+``--card-path``), as the every-skill tests do with the card the gateway publishes.
 
 The AAP extension is activated per call with the SDK's ``with_a2a_extensions`` service
 parameter (the ``A2A-Extensions`` header); ``A2A-Version`` is the SDK's ``PROTOCOL_VERSION_CURRENT``.
@@ -89,6 +89,7 @@ async def run(args: argparse.Namespace, calls: list[dict[str, Any]]) -> list[dic
         await response.aread()
         last["body"] = response.content
         last["status"] = response.status_code
+        last["url"] = str(response.request.url)
         last["sent"] = {k.lower(): v for k, v in response.request.headers.items() if k.lower().startswith("a2a-")}
 
     headers = {VERSION_HEADER: PROTOCOL_VERSION_CURRENT}
@@ -121,7 +122,7 @@ async def run(args: argparse.Namespace, calls: list[dict[str, Any]]) -> list[dic
                 if len(events) != 1 or not events[0].HasField("message"):
                     raise RuntimeError(f"expected exactly one Message, got {events!r}")
                 message = integralize(MessageToDict(events[0].message))
-                out.append({"ok": True, "message": message, "sent": last.get("sent", {})})
+                out.append({"ok": True, "message": message, "sent": last.get("sent", {}), "url": last.get("url")})
             except Exception as e:  # noqa: BLE001 - reported to the Rust test, which asserts on it
                 raw = None
                 try:
@@ -148,11 +149,13 @@ async def run(args: argparse.Namespace, calls: list[dict[str, Any]]) -> list[dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", required=True, help="the tenant's A2A endpoint URL")
+    ap.add_argument("--url", default=None, help="the tenant's A2A endpoint URL (a card is built for it)")
     ap.add_argument("--token", default=None, help="Bearer token for the gateway (auth-enabled tenants)")
     ap.add_argument("--card-base", default=None, help="resolve the AgentCard from this base URL instead")
     ap.add_argument("--card-path", default=None, help="card path relative to --card-base")
     args = ap.parse_args()
+    if (args.url is None) == (args.card_base is None):
+        ap.error("give exactly one of --url and --card-base")
     calls = json.load(sys.stdin)
     print(json.dumps(asyncio.run(run(args, calls))), flush=True)
 

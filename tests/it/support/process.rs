@@ -133,6 +133,17 @@ impl Gateway {
         let port = free_port();
         let admin = free_port();
         let log = state.join(format!("gateway-{port}.log"));
+        // A config may name the listener's own port as `@PORT@` (a public
+        // URL that a client follows, e.g. the Agent Card's A2A interface):
+        // it runs from a copy with the port filled in.
+        let config = match std::fs::read_to_string(&config) {
+            Ok(text) if text.contains(PORT_MARKER) => {
+                let filled = state.join(format!("gateway-{port}.toml"));
+                std::fs::write(&filled, text.replace(PORT_MARKER, &port.to_string())).unwrap();
+                filled
+            }
+            _ => config,
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
             .arg("--config")
             .arg(&config)
@@ -242,6 +253,10 @@ impl Drop for Gateway {
 
 /// A one-tenant gateway config (tenant `demo-toyota` at [`ENDPOINT`]) whose
 /// backend table is `backend` (the lines after `[tenants.backend]`).
+/// Stands for the gateway's listening port in a config text (see
+/// [`Gateway::launch_with_env`]).
+pub const PORT_MARKER: &str = "@PORT@";
+
 pub fn forwarding_config(backend: &str) -> String {
     format!(
         r#"[server]
