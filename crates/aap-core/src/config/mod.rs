@@ -5,7 +5,10 @@
 //! go straight to the line.
 
 mod defaults;
+mod telemetry;
 mod validate;
+
+pub use telemetry::TelemetryConfig;
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,9 @@ pub struct Config {
     pub schemas: SchemasConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+    /// Request traces over OTLP (off by default).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
