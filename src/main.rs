@@ -118,7 +118,16 @@ fn load(cli: &Cli) -> Result<Config, String> {
 
 /// Log lines held for stderr; more are dropped (and counted in
 /// `aap_log_lines_dropped_total`) rather than making a worker wait.
+/// `AAP_LOG_QUEUE_LINES` overrides it (1 to 1,000,000).
 const LOG_QUEUE_LINES: usize = 65_536;
+
+fn log_queue_lines() -> usize {
+    std::env::var("AAP_LOG_QUEUE_LINES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=1_000_000).contains(n))
+        .unwrap_or(LOG_QUEUE_LINES)
+}
 
 /// Every log line, access lines included, goes through one bounded queue to
 /// a writer thread (tracing-appender's lossy non-blocking writer, which counts
@@ -128,7 +137,7 @@ fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::Write as _;
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
-        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .buffered_lines_limit(log_queue_lines())
         .thread_name("aap-log")
         .finish(std::io::stderr());
     let dropped = writer.error_counter();

@@ -20,5 +20,6 @@ mod protocol_details;
 mod relay;
 mod rmcp_client;
 mod support;
+mod tracing;
 mod upstream_a2a;
 mod upstream_mcp;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 static UPSTREAMS_SETUP: std::sync::Once = std::sync::Once::new();
 
-fn venv_python() -> PathBuf {
+pub fn venv_python() -> PathBuf {
     std::env::var_os("AAP_UPSTREAMS_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target").join("upstreams-venv"))
@@ -20,7 +20,7 @@ fn venv_python() -> PathBuf {
 
 /// Run `tests/upstreams/setup.sh` once per test process when the venv or the
 /// Node modules are missing.
-fn ensure_upstreams() {
+pub fn ensure_upstreams() {
     UPSTREAMS_SETUP.call_once(|| {
         let node_ok = repo()
             .join("tests/upstreams/node/node_modules/@modelcontextprotocol/sdk")
