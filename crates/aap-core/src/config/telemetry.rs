@@ -259,6 +259,20 @@ mod tests {
         assert!(e.contains("telemetry.headers.x-api-key"), "{e}");
         assert!(!e.contains("s3cr3t"));
         let t = parsed("headers = { \"x-api-key\" = \"s3cr3t\" }").unwrap();
+        // A syntax error on a header line does not quote the line.
+        let head = "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n";
+        for bad in [
+            "[telemetry]\nheaders = { \"x-api-key\" = \"s3cr3t }\n",
+            "[telemetry.headers]\nx-api-key = \"s3cr3t\n",
+        ] {
+            let e = super::super::Config::parse(
+                &format!("{head}{bad}"),
+                std::path::Path::new("/nonexistent/gw.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(!e.contains("s3cr3t"), "{e}");
+        }
         assert!(!format!("{t:?}").contains("s3cr3t"));
         assert_eq!(t.headers["x-api-key"].expose(), "s3cr3t");
     }
