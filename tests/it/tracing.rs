@@ -286,6 +286,45 @@ fn a_proxied_call_yields_the_span_tree_and_propagates_its_client_span() {
 }
 
 #[test]
+fn the_relay_replaces_the_callers_traceparent_with_its_client_span() {
+    let receiver = Receiver::start();
+    let seen = temp_dir("trace-seen").join("seen.jsonl");
+    let seen_arg = seen.display().to_string();
+    let peer = Peer::start(PeerKind::StrictMcp, &["--seen", &seen_arg], &[]);
+    let text = forwarding_config(&format!(
+        "kind = \"relay\"\npeers = [{:?}]\npath = \"/mcp\"\nconnect_timeout_ms = 1000\nrequest_timeout_ms = 8000\nhealth_check_interval_ms = 500",
+        peer.url()
+    )) + &format!(
+        "\n[telemetry]\nenabled = true\nendpoint = \"http://127.0.0.1:{}/v1/traces\"\nscheduled_delay_ms = 100\n",
+        receiver.port
+    );
+    let gw = Gateway::start_with(&text);
+    let r = gw.rpc(
+        &[("traceparent", &format!("00-{TRACE_ID}-{PARENT_SPAN}-01"))],
+        &modern("tools/list", json!({})),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let spans = receiver.wait_trace(TRACE_ID, |s| {
+        s.iter().any(|s| s["span_kind"] == "SERVER") && s.iter().any(|s| s["span_kind"] == "CLIENT")
+    });
+    let server = spans.iter().find(|s| s["span_kind"] == "SERVER").unwrap();
+    assert_eq!(server["parent_span_id"], PARENT_SPAN);
+    assert_eq!(attrs(server).get("rpc.method"), Some(&json!("tools/list")));
+    let backend = spans.iter().find(|s| s["name"] == "backend").unwrap();
+    let client = spans.iter().find(|s| s["span_kind"] == "CLIENT").unwrap();
+    assert_eq!(client["parent_span_id"], backend["span_id"]);
+    let call = seen_lines(&seen)
+        .into_iter()
+        .rfind(|l| l["mcp-method"] == "tools/list")
+        .expect("the upstream saw the call");
+    assert_eq!(
+        call["traceparent"],
+        format!("00-{TRACE_ID}-{}-01", client["span_id"].as_str().unwrap()),
+        "one traceparent, the gateway's: {call}"
+    );
+}
+
+#[test]
 fn sampling_ratio_zero_exports_nothing_but_a_sampled_parent() {
     let receiver = Receiver::start();
     let seen = temp_dir("trace-seen").join("seen.jsonl");

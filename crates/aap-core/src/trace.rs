@@ -96,7 +96,13 @@ impl Trace {
             .as_ref()
             .and(tracestate)
             .map(str::trim)
-            .filter(|s| !s.is_empty() && s.len() <= MAX_TRACESTATE && s.is_ascii())
+            .filter(|s| {
+                // Visible ASCII, spaces and tabs only: it goes into upstream
+                // request heads, which refuse control characters.
+                !s.is_empty()
+                    && s.len() <= MAX_TRACESTATE
+                    && s.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+            })
             .map(str::to_owned);
         Some(Trace {
             trace_id,
@@ -262,6 +268,13 @@ mod tests {
         // No tracestate without a valid traceparent.
         let t = Trace::new("4bf92f3577b34da6a3ce929d0e0e4736", None, Some("a=b")).unwrap();
         assert_eq!((t.remote_parent, t.tracestate), (None, None));
+        let t = Trace::new(
+            "4bf92f3577b34da6a3ce929d0e0e4736",
+            Some(TP),
+            Some("a=b\u{7}"),
+        )
+        .unwrap();
+        assert_eq!(t.tracestate, None);
         assert!(Trace::new("", None, None).is_none());
     }
 
