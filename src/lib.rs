@@ -4,7 +4,8 @@
 //! Layout: `ingress` (the public listener's connections, HTTP/1.1 and HTTP/2), `admin`
 //! (the admin listener), `passthrough` (the benchmark baseline), `tls`, `upstream`
 //! (backend implementations and the pooled client), `state` (local log and Redis
-//! stores), `gateway` (tenants, routing, reload) and `shutdown` (drain, then close).
+//! stores), `gateway` (tenants, routing, reload), `telemetry` (request traces over OTLP) and
+//! `shutdown` (drain, then close).
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 
 pub use aap_core::{
@@ -18,5 +19,6 @@ pub mod ingress;
 pub mod passthrough;
 pub mod shutdown;
 pub mod state;
+pub mod telemetry;
 pub mod tls;
 pub mod upstream;

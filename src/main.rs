@@ -128,15 +128,46 @@ fn load(cli: &Cli) -> Result<Config, String> {
     Ok(cfg)
 }
 
-fn init_logging() {
+/// Log lines held for stderr; more are dropped (and counted in
+/// `aap_log_lines_dropped_total`) rather than making a worker wait.
+/// `AAP_LOG_QUEUE_LINES` overrides it (1 to 1,000,000).
+const LOG_QUEUE_LINES: usize = 65_536;
+
+fn log_queue_lines() -> usize {
+    std::env::var("AAP_LOG_QUEUE_LINES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=1_000_000).contains(n))
+        .unwrap_or(LOG_QUEUE_LINES)
+}
+
+/// Every log line, access lines included, goes through one bounded queue to
+/// a writer thread (tracing-appender's lossy non-blocking writer, which counts
+/// what it drops), so a slow or blocked stderr never holds a worker. The
+/// guard flushes the queue when dropped.
+fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::Write as _;
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(log_queue_lines())
+        .thread_name("aap-log")
+        .finish(std::io::stderr());
+    let dropped = writer.error_counter();
+    aap_gateway::metrics::count_log_drops_from(move || dropped.dropped_lines() as u64);
+    let access = writer.clone();
+    // One call per whole line: the writer queues it as one message.
+    aap_gateway::access::write_lines_to(move |line| {
+        let _ = access.clone().write_all(line);
+    });
     let filter = tracing_subscriber::EnvFilter::try_from_env("AAP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
         .with_current_span(false)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .init();
+    guard
 }
 
 fn main() -> ExitCode {
@@ -304,7 +335,12 @@ fn write_published(
 
 fn run(cfg: Config, cli: &Cli) -> ExitCode {
     let path = cli.config.as_path();
-    init_logging();
+    let log_guard = init_logging();
+    // Before any runtime starts: the exporter builds its blocking HTTP client.
+    if let Err(e) = aap_gateway::telemetry::init(&cfg.telemetry) {
+        eprintln!("aap-gateway: config error in {}: {e}", path.display());
+        return ExitCode::from(2);
+    }
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
     let threads = cfg.server.threads;
@@ -434,7 +470,10 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     server.run(pingora::server::RunArgs {
         shutdown_signal: Box::new(aap_gateway::shutdown::DrainingSignals { drain }),
     });
-    // As `run_forever` does: exit without running destructors.
+    // Queued spans and log lines go out first (bounded), then, as
+    // `run_forever` does, exit without running destructors.
+    aap_gateway::telemetry::flush(std::time::Duration::from_secs(BLOCKING_WORK_SECS));
+    drop(log_guard);
     std::process::exit(0)
 }
 

@@ -38,13 +38,19 @@ pub(super) async fn limit(
     key: &str,
     bucket: Option<Bucket>,
     what: &str,
+    ctx: &RequestCtx,
 ) -> Option<RpcError> {
     let bucket = bucket?;
     match state.take(key, bucket).await {
         Ok(Take::Allowed) => None,
         Ok(Take::Limited { retry_after_ms }) => Some(throttled(retry_after_ms, what)),
         Err(e) => {
-            tracing::warn!(error = %e, "rate-limit state unavailable; request allowed");
+            tracing::warn!(
+                tenant = ctx.tenant.as_deref().unwrap_or("-"),
+                correlation_id = %ctx.correlation_id,
+                error = %e,
+                "rate-limit state unavailable; request allowed"
+            );
             None
         }
     }
@@ -86,6 +92,7 @@ pub(super) async fn admit(
         &format!("rl:tenant:{}", a.tenant),
         a.tenant_bucket,
         "tenant",
+        out,
     )
     .await
     {
@@ -122,6 +129,7 @@ pub(super) async fn admit(
         &format!("rl:caller:{}:{limiter_key}", a.tenant),
         a.caller_bucket,
         "caller",
+        out,
     )
     .await
     {

@@ -16,6 +16,8 @@ use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::server::{Caller, Endpoint};
+use crate::telemetry::ServerSpan;
+use aap_core::trace::Phase;
 use admission::{admit, head_auth, head_outcome, refused, Admission, Cors};
 use arc_swap::ArcSwap;
 use serde_json::json;
@@ -127,7 +129,18 @@ impl Gateway {
     /// admission and the tenant's endpoint or relay, then `logging` (see
     /// `aap_core::context` for the phases).
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
+        let (resp, span) = self.handle_traced(req).await;
+        if let Some(span) = span {
+            span.export();
+        }
+        resp
+    }
+
+    /// [`Gateway::handle`], handing back the request's server span (when
+    /// sampled) for the caller to end once the answer is written.
+    pub async fn handle_traced(&self, req: HttpRequest) -> (HttpResponse, Option<ServerSpan>) {
         let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        crate::telemetry::start(&mut ctx, &req);
         let rt = self.runtime.load_full();
         let metadata_of = |path: &String| {
             rt.endpoints
@@ -139,7 +152,9 @@ impl Gateway {
                         .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
                 })
         };
+        let mut route = None;
         let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
+            route = Some(ep.path.as_str());
             ctx.tenant = Some(ep.tenant.clone());
             let cors = endpoint_cors(ep);
             match cors.preflight(&req, &mut ctx) {
@@ -147,6 +162,7 @@ impl Gateway {
                 None => cors.decorate(&req, serve_endpoint(ep, &req, &mut ctx).await),
             }
         } else if let Some(m) = rt.relays.get(&req.path) {
+            route = Some(req.path.as_str());
             ctx.tenant = Some(m.tenant.clone());
             let cors = relay_cors(m);
             match cors.preflight(&req, &mut ctx) {
@@ -154,6 +170,7 @@ impl Gateway {
                 None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
             }
         } else if let Some(ep) = rt.a2a.get(&req.path) {
+            route = Some(req.path.as_str());
             ctx.tenant = Some(ep.tenant.clone());
             let cors = a2a_cors(ep);
             match cors.preflight(&req, &mut ctx) {
@@ -175,7 +192,9 @@ impl Gateway {
             ctx.outcome = "no_route".into();
             not_found()
         };
-        finish(&ctx, resp)
+        let resp = finish(&ctx, resp);
+        let span = ServerSpan::of(&ctx, resp.status, route);
+        (resp, span)
     }
 
     /// For a request with `Expect: 100-continue`: the answer to send at
@@ -188,6 +207,7 @@ impl Gateway {
     /// for the body. Logged and counted like any other answer.
     pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
         let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
         let (tenant, head, auth, cors) = if let Some(ep) = rt.endpoints.get(&req.path) {
             (
@@ -214,7 +234,11 @@ impl Gateway {
             ctx.tenant = Some(ep.tenant.clone());
             ctx.outcome = head_outcome(&err);
             let resp = a2a_cors(ep).decorate(req, crate::a2a::server::refused(&err, req, 0));
-            return Some(finish(&ctx, resp));
+            let resp = finish(&ctx, resp);
+            if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
+                span.export();
+            }
+            return Some(resp);
         } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
             return None;
         } else {
@@ -229,7 +253,11 @@ impl Gateway {
         ctx.outcome = head_outcome(&err);
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
         resp.headers.extend(err.headers.iter().cloned());
-        Some(finish(&ctx, cors.decorate(req, resp)))
+        let resp = finish(&ctx, cors.decorate(req, resp));
+        if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
+            span.export();
+        }
+        Some(resp)
     }
 
     /// Resolve the new config's peers (asynchronously: a reload never
@@ -306,7 +334,8 @@ async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) 
         tenant_bucket: ep.tenant_bucket,
         caller_bucket: ep.caller_bucket,
     };
-    let admitted = match admit(&admission, req, ctx).await {
+    let admitted = admit_traced(&admission, req, ctx).await;
+    let admitted = match admitted {
         Ok(a) => a,
         Err(e) => return refused(&e, req, ep.max_json_depth),
     };
@@ -360,10 +389,24 @@ async fn serve_relay(
         tenant_bucket: m.tenant_bucket,
         caller_bucket: m.caller_bucket,
     };
-    if let Err(e) = admit(&admission, req, ctx).await {
+    if let Err(e) = admit_traced(&admission, req, ctx).await {
         return refused(&e, req, rt.config.limits.max_json_depth);
     }
     m.relay.handle(req, ctx).await
+}
+
+/// `admit`, recorded as the request's admission phase.
+async fn admit_traced(
+    admission: &Admission<'_>,
+    req: &HttpRequest,
+    ctx: &mut RequestCtx,
+) -> Result<admission::Admitted, crate::mcp::jsonrpc::RpcError> {
+    let started = std::time::Instant::now();
+    let admitted = admit(admission, req, ctx).await;
+    if let Some(t) = &ctx.trace {
+        t.record(Phase::Admission, started);
+    }
+    admitted
 }
 
 fn not_found() -> HttpResponse {

@@ -407,8 +407,12 @@ async fn stream(
     };
     drop(body);
     // Boxed as on HTTP/1: the handler's state lives only while the request is handled.
-    let resp = Box::pin(ingress.gateway.handle(req)).await;
+    let (resp, span) = Box::pin(ingress.gateway.handle_traced(req)).await;
+    let write_started = Instant::now();
     let _ = write_response(&mut respond, resp, head_only).await;
+    if let Some(span) = span {
+        span.written(write_started);
+    }
 }
 
 /// What a refusal on a stream needs to know about its request.

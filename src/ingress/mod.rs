@@ -292,15 +292,19 @@ impl Conn<'_> {
             // Boxed: the handler's state (about 12 KiB) lives only while a
             // request is being handled, not in every idle connection's task
             // (Pingora's own HTTP app boxed it per request as well).
-            let resp = Box::pin(self.ingress.gateway.handle(req)).await;
+            let (resp, span) = Box::pin(self.ingress.gateway.handle_traced(req)).await;
+            let write_started = std::time::Instant::now();
             // Draining (SIGTERM, before the listeners close): no keep-alive,
             // so the client's next request opens a connection the load
             // balancer sends elsewhere.
             let keep = client_keep_alive && !*shutdown.borrow() && !crate::shutdown::draining();
-            match self
+            let written = self
                 .write_response(resp, minor, head_only, keep, write_cap)
-                .await
-            {
+                .await;
+            if let Some(span) = span {
+                span.written(write_started);
+            }
+            match written {
                 Ok(true) => {}
                 Ok(false) => {
                     self.linger(LINGER_TIME).await;

@@ -96,6 +96,7 @@ impl A2aUpstream {
             headers,
             body: Bytes::new(),
             retryable: true,
+            trace: None,
         };
         let reply = self.client.send(&req, None).await?;
         if reply.status != 200 {
@@ -155,6 +156,7 @@ impl A2aUpstream {
             headers,
             body: Bytes::from(body.to_string()),
             retryable: call.skill.is_read(),
+            trace: call.forward.trace.as_ref(),
         };
         self.client.send(&req, None).await
     }
@@ -178,7 +180,7 @@ impl Backend for A2aUpstream {
                 Err(Answer::ExtensionRequired(why))
                     if !refreshed && self.configured_uri.is_none() =>
                 {
-                    tracing::warn!(upstream = "a2a", reason = %why, "extension not activated; re-reading the Agent Card");
+                    tracing::warn!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, upstream = "a2a", reason = %why, "extension not activated; re-reading the Agent Card");
                     *self.card_uri.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     uri = self.extension_uri().await?;
                     refreshed = true;

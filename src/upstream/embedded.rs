@@ -338,7 +338,7 @@ impl EmbeddedDealer {
         let log = match self.leads.file().await {
             Ok(f) => f,
             Err(e) => {
-                tracing::error!(error = %e, "leads file unavailable; lead refused");
+                tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "leads file unavailable; lead refused");
                 return Ok(aap_error(
                     ErrorCode::InternalError,
                     "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.",
@@ -442,7 +442,7 @@ impl EmbeddedDealer {
                         .map_err(|e| e.to_string())
                         .and_then(|r| r);
                 if let Err(e) = copy {
-                    tracing::error!(error = %e, "lead recorded in shared state; local leads file copy failed");
+                    tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead recorded in shared state; local leads file copy failed");
                 }
                 Ok(response)
             }

@@ -18,6 +18,7 @@ use crate::mcp::headers::{read_mirror_headers, SESSION_ID};
 use crate::mcp::jsonrpc::{self, Message, RpcError};
 use crate::mcp::media;
 use crate::mcp::normalize::normalize;
+use aap_core::trace::Phase;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -227,15 +228,20 @@ impl Relay {
             // Pooled connections; `open` retries only what was certainly
             // not delivered, whatever the method.
             retryable: true,
+            trace: out.trace.as_ref(),
         };
         // A GET stream may sit idle for as long as the server has nothing to
         // say; a POST answer must keep moving.
         let idle = (req.method != "GET").then_some(self.cfg.client.request_timeout);
+        let started = std::time::Instant::now();
         let opened = self
             .client
             .open(session.as_ref().map(|s| s.peer), &upstream_req, idle)
-            .await
-            .map_err(|e| (upstream_error(&e), id.clone()))?;
+            .await;
+        if let Some(t) = &out.trace {
+            t.record(Phase::Backend, started);
+        }
+        let opened = opened.map_err(|e| (upstream_error(&e, out), id.clone()))?;
         let peer = opened.peer;
         let mut resp = HttpResponse::new(opened.status);
         resp.headers = opened
@@ -350,17 +356,19 @@ fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
         .collect()
 }
 
-fn upstream_error(e: &BackendError) -> RpcError {
+fn upstream_error(e: &BackendError, ctx: &RequestCtx) -> RpcError {
+    let tenant = ctx.tenant.as_deref().unwrap_or("-");
+    let correlation_id = ctx.correlation_id.as_str();
     match e {
         BackendError::Timeout(why) => {
-            tracing::warn!(error = %why, "relay upstream timed out");
+            tracing::warn!(tenant, correlation_id, error = %why, "relay upstream timed out");
             RpcError::of(
                 Failure::UpstreamTimeout,
                 "Gateway Timeout: the upstream MCP server did not answer in time",
             )
         }
         other => {
-            tracing::warn!(error = %other, "relay upstream unavailable");
+            tracing::warn!(tenant, correlation_id, error = %other, "relay upstream unavailable");
             RpcError::of(
                 Failure::UpstreamUnavailable,
                 "Bad Gateway: the upstream MCP server is unavailable",

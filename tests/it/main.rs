@@ -24,5 +24,6 @@ mod publish;
 mod relay;
 mod rmcp_client;
 mod support;
+mod tracing;
 mod upstream_a2a;
 mod upstream_mcp;

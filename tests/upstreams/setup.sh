@@ -4,7 +4,8 @@
 #   bash tests/upstreams/setup.sh [--quiet]
 #
 # - Python venv at $AAP_UPSTREAMS_VENV (default $REPO/target/upstreams-venv) with
-#   tests/upstreams/requirements.txt (mcp==2.3.0, a2a-sdk==1.3.0, uvicorn, starlette, jsonschema).
+#   tests/upstreams/requirements.txt (mcp==2.3.0, a2a-sdk==1.3.0, uvicorn, starlette, jsonschema,
+#   opentelemetry-proto for the OTLP receiver).
 #   pip runs only when requirements.txt changed since the last successful install.
 # - `npm ci` in tests/upstreams/node (@modelcontextprotocol/sdk@1.32.2 from package-lock.json),
 #   skipped when node_modules already matches the lock file.
@@ -45,7 +46,7 @@ VPY="$VENV/bin/python"
 REQ_SUM="$(sha256sum "$SCRIPT_DIR/requirements.txt" | cut -d' ' -f1)"
 REQ_STAMP="$VENV/.aap-upstreams-requirements.sha256"
 if [ -f "$REQ_STAMP" ] && [ "$(cat "$REQ_STAMP")" = "$REQ_SUM" ] \
-   && "$VPY" -c 'import mcp, a2a, uvicorn, starlette, jsonschema' >/dev/null 2>&1; then
+   && "$VPY" -c 'import mcp, a2a, uvicorn, starlette, jsonschema, opentelemetry.proto' >/dev/null 2>&1; then
   info "venv matches requirements.txt; skipping pip"
 else
   info "pip install -r tests/upstreams/requirements.txt"

@@ -20,8 +20,8 @@ legacy 2025-03-26 request) or names a handshake revision gets HTTP 400 + -32020.
 ``initialize``), and ``AAP_MCP_TOKEN`` (env) makes every request need
 ``Authorization: Bearer <token>``.
 
-Test hooks: ``--seen FILE`` appends, per POST whose body arrived, the ``Mcp-*`` request
-headers it received and the body as text under ``body`` (one JSON object a line) so tests
+Test hooks: ``--seen FILE`` appends, per POST whose body arrived, the ``Mcp-*``,
+``traceparent`` and ``tracestate`` request headers it received and the body as text under ``body`` (one JSON object a line) so tests
 can check what the gateway forwarded; a search whose
 ``filters.query`` is ``upstream-protocol-error`` is refused with JSON-RPC -32602, so
 tests can check that an upstream protocol error reaches the client as such;
@@ -182,7 +182,9 @@ class StrictIngress:
                 break
         body = b"".join(chunks)
         if self.seen is not None:
-            mirror = {k: v for k, v in headers.items() if k.startswith("mcp-")}
+            mirror = {
+                k: v for k, v in headers.items() if k.startswith("mcp-") or k in ("traceparent", "tracestate")
+            }
             mirror["body"] = body.decode("utf-8", "replace")
             with self.seen.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(mirror) + "\n")
@@ -250,7 +252,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--schemas-dir", type=Path, default=None)
     ap.add_argument("--hold-until", type=Path, default=None, help="with --sse and a progress token: after the first progress notification, wait (at most 20 s) until this file exists")
-    ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-* headers and the body of every POST to this JSONL file")
+    ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-*, traceparent and tracestate headers and the body of every POST to this JSONL file")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

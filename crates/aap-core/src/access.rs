@@ -141,15 +141,32 @@ fn timestamp(out: &mut Vec<u8>, now: OffsetDateTime) {
     }
 }
 
-/// Write the access line for `record` to stderr, when enabled.
+/// Where access lines go instead of stderr (the gateway's bounded log
+/// queue, so a slow stderr never blocks a worker); set once at start.
+type LineWriter = Box<dyn Fn(&[u8]) + Send + Sync>;
+static WRITER: std::sync::OnceLock<LineWriter> = std::sync::OnceLock::new();
+
+/// Send every later access line to `write` (one call per whole line).
+/// Only the first call counts.
+pub fn write_lines_to(write: impl Fn(&[u8]) + Send + Sync + 'static) {
+    let _ = WRITER.set(Box::new(write));
+}
+
+/// Write the access line for `record` to the log writer (stderr unless
+/// [`write_lines_to`] named another), when enabled.
 pub fn log(record: &AccessRecord<'_>) {
     if !enabled() {
         return;
     }
     let bytes = line(record, OffsetDateTime::now_utc());
-    // One write per line, so concurrent lines never interleave; a closed
-    // stderr must not fail the request.
-    let _ = std::io::stderr().lock().write_all(&bytes);
+    match WRITER.get() {
+        Some(write) => write(&bytes),
+        // One write per line, so concurrent lines never interleave; a closed
+        // stderr must not fail the request.
+        None => {
+            let _ = std::io::stderr().lock().write_all(&bytes);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //!    whatever phase produced it.
 
 use crate::access::{self, AccessRecord};
+use crate::trace::Trace;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What one request was and what became of it.
@@ -40,6 +42,9 @@ pub struct RequestCtx {
     pub outcome: String,
     /// Mirror headers the gateway derived because the client omitted them.
     pub filled: Vec<&'static str>,
+    /// The W3C trace context and phase times, when tracing is configured
+    /// (the gateway crate sets it after `new_ctx`; see `crate::trace`).
+    pub trace: Option<Arc<Trace>>,
 }
 
 /// A context with no correlation id: a scratch value for work that is not
@@ -74,6 +79,7 @@ impl RequestCtx {
             skill: None,
             outcome: String::new(),
             filled: Vec::new(),
+            trace: None,
         }
     }
 

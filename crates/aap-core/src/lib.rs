@@ -8,7 +8,8 @@
 //! checks; keys fetched through a port), `exchange` (the transport-neutral request
 //! and response), `config` (`gateway.toml`), `peer` (upstream addresses, syntax
 //! only), `access` (the access-log line), `metrics` (the Prometheus registry),
-//! `context` (the per-request context and its phases), `error` (the one
+//! `context` (the per-request context and its phases), `trace` (its W3C trace
+//! context and phase times), `error` (the one
 //! failure → status/code table), `clock` and `digest`.
 //!
 //! The compiler enforces the boundary: this crate's manifest has no network
@@ -29,6 +30,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod peer;
 pub mod state;
+pub mod trace;
 
 /// The backend port, beside the contract that calls it (`aap::backend`); re-exported at the
 /// root because every implementation in the gateway crate names it.

@@ -4,11 +4,11 @@
 //! outcome codes and statuses come from small closed sets.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, OnceLock};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -182,8 +182,43 @@ pub fn peer_health(peer: &str, up: bool) {
         .set(i64::from(up));
 }
 
+/// Log lines (access lines included) dropped because the log queue to
+/// stderr was full: `aap_log_lines_dropped_total`, read at each scrape from
+/// the writer's own count (see [`count_log_drops_from`]).
+static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
+    let c = IntCounter::new(
+        "aap_log_lines_dropped_total",
+        "Log lines (access lines included) dropped because stderr was slower than the gateway",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    METRICS
+        .registry
+        .register(Box::new(c.clone()))
+        .unwrap_or_else(|e| panic!("register: {e}"));
+    c
+});
+
+/// Where the dropped-line count comes from (the log writer's counter).
+type DropCount = Box<dyn Fn() -> u64 + Send + Sync>;
+static LOG_DROP_SOURCE: OnceLock<DropCount> = OnceLock::new();
+
+/// Export the log writer's dropped-line count as
+/// `aap_log_lines_dropped_total` (once per process; later calls are ignored).
+pub fn count_log_drops_from(read: impl Fn() -> u64 + Send + Sync + 'static) {
+    if LOG_DROP_SOURCE.set(Box::new(read)).is_ok() {
+        LazyLock::force(&LOG_LINES_DROPPED);
+    }
+}
+
 /// The text exposition of every metric.
 pub fn render() -> String {
+    if let Some(read) = LOG_DROP_SOURCE.get() {
+        // The writer's count only grows; the counter follows it.
+        let (now, shown) = (read(), LOG_LINES_DROPPED.get());
+        if now > shown {
+            LOG_LINES_DROPPED.inc_by(now - shown);
+        }
+    }
     let mut buf = Vec::new();
     let _ = TextEncoder::new().encode(&METRICS.registry.gather(), &mut buf);
     String::from_utf8(buf).unwrap_or_default()

@@ -21,6 +21,7 @@ impl aap_core::auth::JwksFetcher for JwksOverClient {
             headers: vec![("accept", "application/json".to_string())],
             body: Bytes::new(),
             retryable: true,
+            trace: None,
         };
         match self.client.send(&req, None).await {
             Ok(r) if r.status == 200 => Ok(r.body),

@@ -34,6 +34,7 @@ pub use jwks::JwksOverClient;
 pub use stream::{Streamed, StreamedBody};
 
 use crate::backend::BackendError;
+use crate::telemetry::ClientSpan;
 use bytes::Bytes;
 use pingora::connectors::TransportConnector;
 use pingora::lb::health_check::TcpHealthCheck;
@@ -74,6 +75,10 @@ pub struct Request<'a> {
     pub body: Bytes,
     /// A read: may be retried on another peer.
     pub retryable: bool,
+    /// The client request's trace: each attempt is a client span, and the
+    /// upstream gets a `traceparent` naming it (`None`: tracing off, or a
+    /// request of the gateway's own, such as a JWKS fetch).
+    pub trace: Option<&'a Arc<aap_core::trace::Trace>>,
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +119,16 @@ enum Failure {
     NotDelivered(String),
     /// Written completely; no (complete) answer.
     Uncertain(String),
+}
+
+impl Failure {
+    /// The client span's `error.type`.
+    fn kind(&self) -> &'static str {
+        match self {
+            Failure::NotDelivered(_) => "not_delivered",
+            Failure::Uncertain(_) => "no_answer",
+        }
+    }
 }
 
 pub struct Client {
@@ -235,6 +250,7 @@ impl Client {
         i: usize,
         req: &Request<'_>,
         read_timeout: Option<Duration>,
+        span: Option<&ClientSpan>,
     ) -> Result<(HttpSession, HttpPeer), Failure> {
         self.ensure_health_checks();
         let spec = &self.cfg.peers[i];
@@ -259,7 +275,14 @@ impl Client {
             peer.group_key = WRITE_GROUP;
         }
         // A request that cannot be sent fails before it takes a connection.
-        let wire = request_bytes(req, &spec.authority())
+        let mut trace_headers = Vec::new();
+        if let Some(s) = span {
+            trace_headers.push(("traceparent", s.traceparent()));
+            if let Some(state) = s.tracestate() {
+                trace_headers.push(("tracestate", state.to_owned()));
+            }
+        }
+        let wire = request_bytes(req, &spec.authority(), &trace_headers)
             .map_err(|why| Failure::NotDelivered(format!("request to {}: {why}", spec.addr)))?;
         let connect = tokio::time::timeout(
             self.cfg.connect_timeout + Duration::from_millis(50),
@@ -310,15 +333,50 @@ impl Client {
         }
     }
 
+    /// One attempt on peer `i`, traced as one client span.
     async fn send_to(
         &self,
         i: usize,
         req: &Request<'_>,
         complete: Option<Complete<'_>>,
     ) -> Result<Reply, Failure> {
+        let span = self.client_span(i, req);
+        let sent = self.send_to_peer(i, req, complete, span.as_ref()).await;
+        if let Some(span) = span {
+            span.end(sent.as_ref().map(|r| r.status).map_err(Failure::kind));
+        }
+        sent
+    }
+
+    /// The client span of an attempt on peer `i`, when `req` is traced.
+    fn client_span(&self, i: usize, req: &Request<'_>) -> Option<ClientSpan> {
+        let spec = &self.cfg.peers[i];
+        let rpc_method = req
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("mcp-method"))
+            .map(|(_, v)| v.as_str())
+            .or_else(|| {
+                req.extra_headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("mcp-method"))
+                    .map(|(_, v)| v.as_str())
+            });
+        ClientSpan::start(
+            req.trace, req.method, req.path, &spec.host, spec.port, rpc_method,
+        )
+    }
+
+    async fn send_to_peer(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        complete: Option<Complete<'_>>,
+        span: Option<&ClientSpan>,
+    ) -> Result<Reply, Failure> {
         let started = tokio::time::Instant::now();
         let (mut session, peer) = self
-            .connect_and_write(i, req, Some(self.cfg.request_timeout))
+            .connect_and_write(i, req, Some(self.cfg.request_timeout), span)
             .await?;
         let spec = &self.cfg.peers[i];
         let deadline = started + self.cfg.request_timeout;

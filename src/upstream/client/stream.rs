@@ -46,14 +46,31 @@ impl Client {
         })
     }
 
+    /// One attempt on peer `i`, traced as one client span that ends with
+    /// the response head (a streamed body may stay open for long).
     async fn open_on(
         &self,
         i: usize,
         req: &Request<'_>,
         stream_idle: Option<Duration>,
     ) -> Result<Streamed, Failure> {
+        let span = self.client_span(i, req);
+        let opened = self.open_on_peer(i, req, stream_idle, span.as_ref()).await;
+        if let Some(span) = span {
+            span.end(opened.as_ref().map(|s| s.status).map_err(Failure::kind));
+        }
+        opened
+    }
+
+    async fn open_on_peer(
+        &self,
+        i: usize,
+        req: &Request<'_>,
+        stream_idle: Option<Duration>,
+        span: Option<&crate::telemetry::ClientSpan>,
+    ) -> Result<Streamed, Failure> {
         let started = tokio::time::Instant::now();
-        let (mut session, peer) = self.connect_and_write(i, req, stream_idle).await?;
+        let (mut session, peer) = self.connect_and_write(i, req, stream_idle, span).await?;
         let addr = self.cfg.peers[i].addr;
         let head = tokio::time::timeout_at(
             started + self.cfg.request_timeout,

@@ -13,7 +13,14 @@ const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// Every name must be an HTTP token and every value free of control
 /// characters, so nothing forwarded from a client (`Mcp-Param-*`) can end
 /// a header line early and smuggle in another header or request.
-pub(super) fn request_bytes(req: &Request<'_>, authority: &str) -> Result<Vec<u8>, String> {
+///
+/// `trace` holds the gateway's `traceparent` (and `tracestate`) when the
+/// request is traced; the client's own are then not passed on.
+pub(super) fn request_bytes(
+    req: &Request<'_>,
+    authority: &str,
+    trace: &[(&'static str, String)],
+) -> Result<Vec<u8>, String> {
     let target_ok = req.path.starts_with('/') && req.path.bytes().all(|b| b.is_ascii_graphic());
     if !is_token(req.method) || !target_ok {
         return Err("the request line cannot be sent".into());
@@ -27,7 +34,13 @@ pub(super) fn request_bytes(req: &Request<'_>, authority: &str) -> Result<Vec<u8
     for (n, v) in &req.headers {
         header_line(&mut wire, n, v)?;
     }
+    let replaced = |n: &str| trace.iter().any(|(t, _)| n.eq_ignore_ascii_case(t));
     for (n, v) in req.extra_headers {
+        if !replaced(n) {
+            header_line(&mut wire, n, v)?;
+        }
+    }
+    for (n, v) in trace {
         header_line(&mut wire, n, v)?;
     }
     let mut len = itoa::Buffer::new();
@@ -155,14 +168,39 @@ mod tests {
             extra_headers: extra,
             body: Bytes::from_static(body.as_bytes()),
             retryable: true,
+            trace: None,
         }
+    }
+
+    #[test]
+    fn the_gateways_traceparent_replaces_the_clients() {
+        let extra = [
+            ("traceparent".to_owned(), "00-client-client-01".to_owned()),
+            ("TraceState".to_owned(), "client=1".to_owned()),
+            ("mcp-param-region".to_owned(), "eu".to_owned()),
+        ];
+        let ours = [
+            ("traceparent", "00-ours-ours-01".to_owned()),
+            ("tracestate", "ours=1".to_owned()),
+        ];
+        let wire = request_bytes(&request(&extra, "{}"), "h:1", &ours).unwrap();
+        let text = String::from_utf8(wire).unwrap();
+        assert!(!text.contains("client"), "{text}");
+        assert!(text.contains("traceparent: 00-ours-ours-01\r\n"));
+        assert!(text.contains("tracestate: ours=1\r\n"));
+        assert!(text.contains("mcp-param-region: eu\r\n"));
+        // Untraced, the client's headers pass as they are.
+        let wire = request_bytes(&request(&extra, "{}"), "h:1", &[]).unwrap();
+        assert!(String::from_utf8(wire)
+            .unwrap()
+            .contains("traceparent: 00-client-client-01"));
     }
 
     #[test]
     fn head_and_body_go_out_as_one_message() {
         let extra = [("mcp-param-region".to_owned(), "eu".to_owned())];
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-        let wire = request_bytes(&request(&extra, body), "127.0.0.1:9").unwrap();
+        let wire = request_bytes(&request(&extra, body), "127.0.0.1:9", &[]).unwrap();
         let text = String::from_utf8(wire).unwrap();
         let (head, rest) = text.split_once("\r\n\r\n").unwrap();
         assert_eq!(rest, body);
@@ -186,19 +224,19 @@ mod tests {
         for bad in ["eu\r\nx-injected: 1", "eu\nx: 1", "eu\0", "eu\x7f"] {
             let extra = [("mcp-param-region".to_owned(), bad.to_owned())];
             assert!(
-                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                request_bytes(&request(&extra, "{}"), "h:1", &[]).is_err(),
                 "{bad:?}"
             );
         }
         for name in ["", "mcp-param-a b", "mcp-param-a:b", "x\r\ny"] {
             let extra = [(name.to_owned(), "v".to_owned())];
             assert!(
-                request_bytes(&request(&extra, "{}"), "h:1").is_err(),
+                request_bytes(&request(&extra, "{}"), "h:1", &[]).is_err(),
                 "{name:?}"
             );
         }
         let mut req = request(&[], "{}");
         req.path = "/mcp HTTP/1.1\r\nx: 1";
-        assert!(request_bytes(&req, "h:1").is_err());
+        assert!(request_bytes(&req, "h:1", &[]).is_err());
     }
 }

@@ -9,7 +9,7 @@ use super::McpUpstream;
 use crate::aap::payload::Payload;
 use crate::backend::{BackendError, Forward};
 use crate::mcp::revision::LEGACY;
-use crate::upstream::client::Reply;
+use crate::upstream::client::{Reply, Request};
 use serde_json::{json, Value};
 
 #[derive(Debug, Clone)]
@@ -161,11 +161,14 @@ impl McpUpstream {
                 .client
                 .send_one(
                     peer,
-                    &self.request_with_body(
-                        body.to_bytes(),
-                        self.legacy_headers(&session),
-                        retryable,
-                    ),
+                    &Request {
+                        trace: forward.trace.as_ref(),
+                        ..self.request_with_body(
+                            body.to_bytes(),
+                            self.legacy_headers(&session),
+                            retryable,
+                        )
+                    },
                     Some(&matcher),
                 )
                 .await?;

@@ -157,6 +157,7 @@ impl McpUpstream {
             headers,
             body: Bytes::from(body),
             retryable,
+            trace: None,
         }
     }
 
@@ -183,6 +184,7 @@ impl McpUpstream {
         headers.push(("mcp-name", encode_value(tool)));
         let mut req = self.request_with_body(body.to_bytes(), headers, retryable);
         req.extra_headers = &forward.param_headers;
+        req.trace = forward.trace.as_ref();
         let watch = SseWatch::new(&id, forward);
         let matcher = |r: &Reply| watch.check(r);
         let reply = self.client.send(&req, Some(&matcher)).await?;

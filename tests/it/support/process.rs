@@ -222,8 +222,20 @@ impl Gateway {
         )
     }
 
+    /// The log so far. Lines reach the file through the gateway's log
+    /// writer thread, a moment after the answer they describe: read until
+    /// the file has been quiet for 30 ms (at most 2 s).
     pub fn logs(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        loop {
+            std::thread::sleep(Duration::from_millis(30));
+            let again = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if again.len() == text.len() || Instant::now() >= deadline {
+                return again;
+            }
+            text = again;
+        }
     }
 
     /// SIGKILL: no chance to flush anything not already durable.

@@ -355,6 +355,8 @@ async fn send_message(
         param_headers: Vec::new(),
         progress_token: None,
         events: None,
+        correlation_id: out.correlation_id.clone(),
+        trace: out.trace.clone(),
     };
     let done = ep
         .contract

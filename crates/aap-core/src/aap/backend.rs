@@ -42,6 +42,11 @@ pub struct Forward {
     /// Upstream `notifications/*` for this call are sent here as they
     /// arrive; `None` when the client cannot receive a stream.
     pub events: Option<EventSink>,
+    /// The request's correlation id, for log lines about this call.
+    pub correlation_id: String,
+    /// The request's trace context: upstream requests carry a child
+    /// `traceparent` and the contract marks its phases.
+    pub trace: Option<std::sync::Arc<crate::trace::Trace>>,
 }
 
 impl Forward {

@@ -12,6 +12,7 @@ use crate::clock::parse_rfc3339;
 use crate::digest::{canonical_json, sha256_hex};
 use crate::json::Doc;
 use crate::state::{Begin, Bucket, Claim, SharedState, Take};
+use crate::trace::Phase;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,19 +89,32 @@ impl Contract {
         caller: &str,
         forward: &Forward,
     ) -> Result<ToolOutcome, UpstreamFault> {
-        if let Some(rejection) = check_tool_arguments(&self.schemas, skill, args) {
+        let trace = forward.trace.as_deref();
+        if let Some(t) = trace {
+            t.begin(Phase::Validation);
+        }
+        let rejection = check_tool_arguments(&self.schemas, skill, args);
+        if let Some(t) = trace {
+            t.end(Phase::Validation);
+        }
+        if let Some(rejection) = rejection {
             return Ok(rejection);
         }
         if skill == Skill::LeadSubmit {
             return self.submit_lead(args, caller, forward).await;
         }
-        if let Some(limited) = self.check_quota(skill, caller).await {
+        if let Some(limited) = self.check_quota(skill, caller, forward).await {
             return Ok(limited);
         }
         self.call_backend(skill, args, caller, None, forward).await
     }
 
-    async fn check_quota(&self, skill: Skill, caller: &str) -> Option<ToolOutcome> {
+    async fn check_quota(
+        &self,
+        skill: Skill,
+        caller: &str,
+        forward: &Forward,
+    ) -> Option<ToolOutcome> {
         let (_, bucket) = self.cfg.quotas.iter().find(|(s, _)| *s == skill)?;
         let key = format!("quota:{}:{}:{}", self.cfg.tenant, skill.id(), caller);
         match self.state.take(&key, *bucket).await {
@@ -117,7 +131,7 @@ impl Contract {
             )),
             // Quota state unavailable: fail open for reads, closed for writes.
             Err(e) => {
-                tracing::warn!(error = %e, "quota state unavailable");
+                tracing::warn!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "quota state unavailable");
                 (!skill.is_read()).then(|| {
                     ToolOutcome::error(
                         ErrorCode::InternalError,
@@ -158,7 +172,7 @@ impl Contract {
             {
                 Ok(b) => b,
                 Err(e) => {
-                    tracing::error!(error = %e, "idempotency store unavailable; lead refused");
+                    tracing::error!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "idempotency store unavailable; lead refused");
                     return Ok(nothing_sent());
                 }
             };
@@ -187,6 +201,8 @@ impl Contract {
                 }
                 Begin::Unknown => {
                     tracing::warn!(
+                        tenant = %self.cfg.tenant,
+                        correlation_id = %forward.correlation_id,
                         idempotency_ref = %record,
                         "lead with an interrupted attempt of unknown outcome; not resent"
                     );
@@ -203,8 +219,8 @@ impl Contract {
                 Begin::Claimed(c) | Begin::Resend(c) => break c,
             }
         };
-        if let Some(limited) = self.check_quota(Skill::LeadSubmit, caller).await {
-            self.abandon(&record, &claim).await;
+        if let Some(limited) = self.check_quota(Skill::LeadSubmit, caller, forward).await {
+            self.abandon(&record, &claim, forward).await;
             return Ok(limited);
         }
         // Intent before anything leaves: a crash from here on is an
@@ -217,8 +233,8 @@ impl Contract {
                 return Ok(ToolOutcome::from_payload(in_flight_error()));
             }
             Err(e) => {
-                tracing::error!(error = %e, "idempotency intent not recorded; lead refused");
-                self.abandon(&record, &claim).await;
+                tracing::error!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "idempotency intent not recorded; lead refused");
+                self.abandon(&record, &claim, forward).await;
                 return Ok(nothing_sent());
             }
         }
@@ -246,33 +262,33 @@ impl Contract {
                     .idem_complete(&record, &fingerprint, &out.payload.to_value(), ttl)
                     .await
                 {
-                    tracing::error!(error = %e, "idempotency completion not recorded");
+                    tracing::error!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "idempotency completion not recorded");
                 }
             }
             // An internal error upstream may come after the lead was stored,
             // and a timeout may have let it arrive: the outcome is unknown.
-            Err(UpstreamFault::Timeout) => self.interrupt(&record, &claim).await,
+            Err(UpstreamFault::Timeout) => self.interrupt(&record, &claim, forward).await,
             Err(UpstreamFault::Protocol(e)) if e.code == -32603 => {
-                self.interrupt(&record, &claim).await
+                self.interrupt(&record, &claim, forward).await
             }
             // Retryable answers, certain non-delivery and a refused request
             // free the key.
             Ok(_) | Err(UpstreamFault::Unavailable | UpstreamFault::Protocol(_)) => {
-                self.abandon(&record, &claim).await
+                self.abandon(&record, &claim, forward).await
             }
         }
         result
     }
 
-    async fn abandon(&self, record: &str, claim: &Claim) {
+    async fn abandon(&self, record: &str, claim: &Claim, forward: &Forward) {
         if let Err(e) = self.state.idem_abandon(record, claim).await {
-            tracing::error!(error = %e, "idempotency release not recorded");
+            tracing::error!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "idempotency release not recorded");
         }
     }
 
-    async fn interrupt(&self, record: &str, claim: &Claim) {
+    async fn interrupt(&self, record: &str, claim: &Claim, forward: &Forward) {
         if let Err(e) = self.state.idem_interrupt(record, claim).await {
-            tracing::error!(error = %e, "idempotency interruption not recorded");
+            tracing::error!(tenant = %self.cfg.tenant, correlation_id = %forward.correlation_id, error = %e, "idempotency interruption not recorded");
         }
     }
 
@@ -294,7 +310,12 @@ impl Contract {
             forward,
         };
         let started = std::time::Instant::now();
+        let trace = forward.trace.as_deref();
         let answer = self.backend.call(call).await;
+        if let Some(t) = trace {
+            t.record(Phase::Backend, started);
+        }
+        let (tenant, cid) = (self.cfg.tenant.as_str(), forward.correlation_id.as_str());
         crate::metrics::METRICS
             .upstream_latency
             .with_label_values(&[self.cfg.tenant.as_str(), self.backend.kind(), skill.id()])
@@ -302,19 +323,21 @@ impl Contract {
         let payload = match answer {
             Ok(p) => p,
             Err(BackendError::Unavailable(why)) => {
-                tracing::warn!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend unavailable");
+                tracing::warn!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend unavailable");
                 return Err(UpstreamFault::Unavailable);
             }
             Err(BackendError::Timeout(why)) => {
-                tracing::warn!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend timeout");
+                tracing::warn!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend timeout");
                 return Err(UpstreamFault::Timeout);
             }
             Err(BackendError::InvalidResponse(why)) => {
-                tracing::error!(backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend answered garbage");
+                tracing::error!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend answered garbage");
                 return Ok(upstream_invalid(skill));
             }
             Err(BackendError::Protocol(e)) => {
                 tracing::warn!(
+                    tenant,
+                    correlation_id = cid,
                     backend = self.backend.kind(),
                     skill = skill.id(),
                     code = e.code,
@@ -323,19 +346,31 @@ impl Contract {
                 return Err(UpstreamFault::Protocol(e));
             }
         };
+        if let Some(t) = trace {
+            t.begin(Phase::ResultValidation);
+        }
+        let outcome = self.checked_result(skill, payload, cid);
+        if let Some(t) = trace {
+            t.end(Phase::ResultValidation);
+        }
+        Ok(outcome)
+    }
+
+    /// The backend's payload checked against the skill's response schema.
+    fn checked_result(&self, skill: Skill, payload: Payload, cid: &str) -> ToolOutcome {
         let payload = match payload {
             Payload::Tree(v) => v,
-            Payload::Doc(doc) => match self.checked_doc(skill, doc) {
-                Ok(outcome) => return Ok(outcome),
+            Payload::Doc(doc) => match self.checked_doc(skill, doc, cid) {
+                Ok(outcome) => return outcome,
                 Err(Some(tree)) => tree,
-                Err(None) => return Ok(upstream_invalid(skill)),
+                Err(None) => return upstream_invalid(skill),
             },
         };
         if let Err(errors) = self.schemas.validate_result(skill, &payload) {
-            self.log_invalid_result(skill, &errors);
-            return Ok(upstream_invalid(skill));
+            self.log_invalid_result(skill, &errors, cid);
+            return upstream_invalid(skill);
         }
-        Ok(ToolOutcome::from_payload(payload))
+        ToolOutcome::from_payload(payload)
     }
 
     /// Validate a payload that arrived as JSON text (read into a [`Doc`],
@@ -343,7 +378,7 @@ impl Contract {
     /// back as a tree when its numbers need normalizing (`18999.0` becomes
     /// `18999`, which changes the text) so the caller takes the tree path;
     /// `Err(None)` means it is not a valid result.
-    fn checked_doc(&self, skill: Skill, doc: Doc) -> Result<ToolOutcome, Option<Value>> {
+    fn checked_doc(&self, skill: Skill, doc: Doc, cid: &str) -> Result<ToolOutcome, Option<Value>> {
         if doc.has_integral_float() {
             let mut tree = doc.to_value();
             crate::aap::backend::normalize_numbers(&mut tree);
@@ -356,7 +391,7 @@ impl Contract {
                 .validate_result(skill, &doc.to_value())
                 .err()
                 .unwrap_or_default();
-            self.log_invalid_result(skill, &errors);
+            self.log_invalid_result(skill, &errors, cid);
             return Err(None);
         }
         let is_error = doc.type_name() == Some(crate::aap::error::ERROR_TYPE);
@@ -369,7 +404,7 @@ impl Contract {
         })
     }
 
-    fn log_invalid_result(&self, skill: Skill, errors: &[Value]) {
+    fn log_invalid_result(&self, skill: Skill, errors: &[Value], cid: &str) {
         // Log the locations only: the payload may hold customer data.
         let paths: Vec<&str> = errors
             .iter()
@@ -377,6 +412,8 @@ impl Contract {
             .take(10)
             .collect();
         tracing::error!(
+            tenant = %self.cfg.tenant,
+            correlation_id = cid,
             backend = self.backend.kind(),
             skill = skill.id(),
             ?paths,

@@ -5,7 +5,10 @@
 //! go straight to the line.
 
 mod defaults;
+mod telemetry;
 mod validate;
+
+pub use telemetry::TelemetryConfig;
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,9 @@ pub struct Config {
     pub schemas: SchemasConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+    /// Request traces over OTLP (off by default).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -507,8 +513,21 @@ fn toml_problem(e: &toml::de::Error, text: &str) -> String {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = text[line_start..].lines().next().unwrap_or("");
     let key = line.trim_start().split(['=', ' ']).next().unwrap_or("");
-    const SECRET_KEYS: &[&str] = &["admin_token", "bearer_token", "cursor_secret", "redis_url"];
-    if SECRET_KEYS.contains(&key) {
+    const SECRET_KEYS: &[&str] = &[
+        "admin_token",
+        "bearer_token",
+        "cursor_secret",
+        "redis_url",
+        "headers",
+    ];
+    // Every value under `[telemetry.headers]` is a secret too.
+    let in_secret_table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .is_some_and(|t| t.replace(' ', "") == "[telemetry.headers]");
+    if SECRET_KEYS.contains(&key) || in_secret_table {
         let line_no = before.matches('\n').count() + 1;
         // The message may quote the value too (serde's "invalid type: ...").
         format!(

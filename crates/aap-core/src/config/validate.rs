@@ -13,12 +13,13 @@ use std::collections::HashSet;
 type At<'a> = &'a dyn Fn(&str) -> String;
 
 impl Config {
-    /// `[server]`, `[limits]`, `[state]`, then each tenant; the first problem
+    /// `[server]`, `[limits]`, `[state]`, `[telemetry]`, then each tenant; the first problem
     /// found is the error.
     pub(super) fn validate(&self) -> Result<(), String> {
         self.validate_server()?;
         self.validate_limits()?;
         self.validate_state()?;
+        self.telemetry.validate()?;
         self.validate_tenants()
     }
 

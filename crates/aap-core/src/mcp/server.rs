@@ -20,6 +20,7 @@ use crate::context::RequestCtx;
 use crate::error::Failure;
 use crate::exchange::{BodyStream, HttpRequest, HttpResponse};
 use crate::json::Doc;
+use crate::trace::Phase;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
@@ -261,6 +262,9 @@ impl Endpoint {
         if req.body.len() > self.max_body_bytes {
             return self.error_response(&body_too_large(self.max_body_bytes), None, out);
         }
+        if let Some(t) = &out.trace {
+            t.begin(Phase::Parse);
+        }
         let message = match jsonrpc::parse_message(&req.body, self.max_json_depth) {
             Ok(m) => m,
             Err(e) => return self.error_response(&e, None, out),
@@ -363,6 +367,9 @@ impl Endpoint {
                         "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
                 }
                 let name = self.check_name(method, params.as_ref(), &mirror, out)?;
+                if let Some(t) = &out.trace {
+                    t.end(Phase::Parse);
+                }
                 let ctx = ToolCallRequest {
                     rev,
                     id,
@@ -633,6 +640,8 @@ impl Endpoint {
                 .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
                 .cloned(),
             events: None,
+            correlation_id: out.correlation_id.clone(),
+            trace: out.trace.clone(),
         };
         if !(ctx.stream_ok && self.contract.backend.may_notify()) {
             let done = self
