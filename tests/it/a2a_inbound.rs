@@ -376,12 +376,7 @@ fn refusals_over_raw_http() {
 }
 
 /// Run the a2a-sdk driver against the gateway's A2A endpoint.
-fn drive(gw: &Gateway, calls: &Value, token: Option<&str>) -> Vec<Value> {
-    let url = format!("http://127.0.0.1:{}{A2A_PATH}", gw.port);
-    drive_with(&["--url", &url], calls, token)
-}
-
-/// Like [`drive`], with the client made the way an agent makes it: the SDK
+/// Run the a2a-sdk driver with the client made the way an agent makes it: the SDK
 /// resolves the tenant's Agent Card (`<prefix>/.well-known/agent-card.json`)
 /// and follows the A2A interface the card names.
 fn drive_from_card(gw: &Gateway, calls: &Value) -> Vec<Value> {
@@ -398,18 +393,14 @@ fn drive_from_card(gw: &Gateway, calls: &Value) -> Vec<Value> {
             "/.well-known/agent-card.json",
         ],
         calls,
-        None,
     )
 }
 
-fn drive_with(args: &[&str], calls: &Value, token: Option<&str>) -> Vec<Value> {
+fn drive_with(args: &[&str], calls: &Value) -> Vec<Value> {
     ensure_upstreams();
     let mut cmd = Command::new(venv_python());
     cmd.arg(repo().join("tests/it/drivers/a2a_client.py"))
         .args(args);
-    if let Some(t) = token {
-        cmd.arg("--token").arg(t);
-    }
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
