@@ -144,7 +144,7 @@ impl ConfigGeneration {
             ),
             (None, StateBackend::Redis) => Arc::new(
                 RedisState::new(
-                    config.state.redis_url.as_deref().unwrap_or_default(),
+                    config.state.redis_url.as_ref().map_or("", |s| s.expose()),
                     &config.state.redis_prefix,
                     config.state.claim_lease_ms,
                 )
@@ -229,7 +229,7 @@ impl ConfigGeneration {
                 (_, Some((_, ep))) => ep.contract.backend.clone(),
                 (BackendConfig::Embedded(e), None) => {
                     let key = match &e.cursor_secret {
-                        Some(s) => s.as_bytes().to_vec(),
+                        Some(s) => s.expose().as_bytes().to_vec(),
                         None => [
                             uuid::Uuid::new_v4().into_bytes(),
                             uuid::Uuid::new_v4().into_bytes(),

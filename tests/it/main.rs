@@ -19,6 +19,7 @@ mod pipeline;
 mod protocol_details;
 mod relay;
 mod rmcp_client;
+mod secrets;
 mod support;
 mod upstream_a2a;
 mod upstream_mcp;

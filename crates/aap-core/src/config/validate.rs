@@ -297,7 +297,7 @@ fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
             ("request_timeout_ms", m.request_timeout_ms),
             ("health_check_interval_ms", m.health_check_interval_ms),
         ],
-        m.bearer_token.as_deref(),
+        m.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
         return Err(format!(
@@ -320,7 +320,7 @@ fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Resul
             ("request_timeout_ms", r.request_timeout_ms),
             ("health_check_interval_ms", r.health_check_interval_ms),
         ],
-        r.bearer_token.as_deref(),
+        r.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if t.legacy_sessions {
         return Err(format!(
@@ -342,7 +342,7 @@ fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
             ("request_timeout_ms", a.request_timeout_ms),
             ("health_check_interval_ms", a.health_check_interval_ms),
         ],
-        a.bearer_token.as_deref(),
+        a.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if let Some(u) = &a.extension_uri {
         if !(u.starts_with("https://") || u.starts_with("http://")) || u.contains([',', ' ']) {
