@@ -17,6 +17,7 @@ mod logs;
 mod ops;
 mod pipeline;
 mod protocol_details;
+mod redis_cluster;
 mod relay;
 mod rmcp_client;
 mod secrets;

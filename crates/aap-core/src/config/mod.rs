@@ -119,8 +119,21 @@ pub struct StateConfig {
     pub idempotency_ttl_hours: u64,
     /// `local` (durable file + in-process buckets) or `redis` (shared).
     pub backend: StateBackend,
-    /// `redis://[user:password@]host:port[/db]`; may hold a password: a [`Secret`].
+    /// One Redis: `redis://[user:password@]host:port[/db]` or `rediss://…`
+    /// (TLS). A Redis Cluster: `redis+cluster://[user:password@]host:port[,host:port…]`
+    /// (seed nodes) or `rediss+cluster://…`. May hold a password: a [`Secret`].
     pub redis_url: Option<Secret>,
+    /// PEM file of the CA(s) that sign the Redis servers' certificates
+    /// (`rediss://`); unset: the system's trust store.
+    pub redis_ca_file: Option<PathBuf>,
+    /// Time allowed to open a connection to a Redis node (milliseconds).
+    pub redis_connect_timeout_ms: u64,
+    /// Time allowed for one Redis command or script to answer, retries and
+    /// Cluster redirections included (milliseconds).
+    pub redis_command_timeout_ms: u64,
+    /// After each lead-path write (intent, lead record, result), wait until
+    /// this many replicas acknowledge it, so a failover keeps it (0: off).
+    pub redis_wait_replicas: u32,
     pub redis_prefix: String,
     /// Redis state: how long a lead claim without a result blocks other
     /// attempts before it counts as interrupted (milliseconds).

@@ -94,6 +94,56 @@ impl Config {
         if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
             return Err("state.redis_url: required when state.backend = \"redis\"".into());
         }
+        if let Some(url) = &self.state.redis_url {
+            let url = url.expose();
+            let scheme = url.split_once("://").map(|(s, _)| s);
+            if !matches!(
+                scheme,
+                Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster")
+            ) {
+                // The URL is never quoted: it may hold a password.
+                return Err("state.redis_url: must start with redis://, rediss://, redis+cluster:// or rediss+cluster://".into());
+            }
+        }
+        if let Some(ca) = &self.state.redis_ca_file {
+            let tls = self
+                .state
+                .redis_url
+                .as_ref()
+                .is_some_and(|u| u.expose().starts_with("rediss"));
+            if !tls {
+                return Err("state.redis_ca_file: only used with a rediss:// or rediss+cluster:// redis_url".into());
+            }
+            if !self.resolve(ca).is_file() {
+                return Err(format!(
+                    "state.redis_ca_file: file {} does not exist",
+                    self.resolve(ca).display()
+                ));
+            }
+        }
+        for (k, v) in [
+            (
+                "state.redis_connect_timeout_ms",
+                self.state.redis_connect_timeout_ms,
+            ),
+            (
+                "state.redis_command_timeout_ms",
+                self.state.redis_command_timeout_ms,
+            ),
+        ] {
+            if !(1..=600_000).contains(&v) {
+                return Err(format!("{k}: must be between 1 and 600000 milliseconds"));
+            }
+        }
+        if self.state.redis_wait_replicas > 16 {
+            return Err("state.redis_wait_replicas: must be between 0 and 16".into());
+        }
+        if self.state.redis_prefix.contains(['{', '}']) {
+            return Err(
+                "state.redis_prefix: must not contain { or } (the gateway adds its own hash tags)"
+                    .into(),
+            );
+        }
         if self.state.claim_lease_ms < 100 {
             return Err("state.claim_lease_ms: must be at least 100".into());
         }
