@@ -119,28 +119,42 @@ impl RedisState {
         }
     }
 
-    /// After a lead-path write: wait until `state.redis_wait_replicas`
-    /// replicas hold it, so a failover that promotes one keeps it. Too few
-    /// in time is an error (the caller reports the store unavailable and
-    /// the client retries the same key, which replays or re-claims).
-    async fn replicated(&self, c: &mut Conn) -> Result<(), StateError> {
+    /// After a lead-path write to `key`: wait (at most half the command
+    /// timeout) until `state.redis_wait_replicas` replicas of the node that
+    /// holds `key` have it, so a failover that promotes one keeps it. Best
+    /// effort: a shortfall (a just-promoted master has no replica until the
+    /// old one rejoins) or a failed `WAIT` is logged, and the write stands.
+    async fn replicated(&self, c: &mut Conn, key: &str) {
         let want = self.shared.opts.wait_replicas;
         if want == 0 {
-            return Ok(());
+            return;
         }
-        let ms = self.shared.opts.command_timeout.as_millis() as u64 / 2;
-        let got: i64 = redis::cmd("WAIT")
-            .arg(want)
-            .arg(ms.max(1))
-            .query_async(c)
-            .await
-            .map_err(err)?;
-        if got < i64::from(want) {
-            return Err(StateError(format!(
-                "redis: the write reached {got} of {want} replicas in time"
-            )));
+        let ms = (self.shared.opts.command_timeout.as_millis() as u64 / 2).max(1);
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(want).arg(ms);
+        let got = match c {
+            // WAIT on the connection to the key's master only (the client
+            // would send a keyless WAIT to every master).
+            Conn::Cluster(cc) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::with_key(key, SlotAddr::Master),
+                ));
+                cc.route_command(cmd, route)
+                    .await
+                    .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
+            }
+            Conn::Single(_) => cmd.query_async::<i64>(c).await,
+        };
+        match got {
+            Ok(n) if n >= i64::from(want) => {}
+            Ok(n) => tracing::warn!(
+                acknowledged = n,
+                wanted = want,
+                "redis: a lead-path write reached fewer replicas than state.redis_wait_replicas"
+            ),
+            Err(e) => tracing::warn!(error = %e.category(), "redis: WAIT for replicas failed"),
         }
-        Ok(())
     }
 
     async fn release(&self, key: &str, claim: &Claim, mode: &str) -> Result<(), StateError> {
@@ -242,7 +256,7 @@ impl SharedState for RedisState {
             .map_err(err)?;
         // The intent must survive a failover before anything is sent.
         if ok == 1 {
-            self.replicated(&mut c).await?;
+            self.replicated(&mut c, &self.idem_key(key)).await;
         }
         Ok(ok == 1)
     }
@@ -257,15 +271,17 @@ impl SharedState for RedisState {
         let mut c = self.conn().await?;
         let record = serde_json::json!({"st": "done", "fp": fingerprint, "r": result.to_string()})
             .to_string();
+        let key = self.idem_key(key);
         redis::cmd("SET")
-            .arg(self.idem_key(key))
+            .arg(&key)
             .arg(record)
             .arg("PX")
             .arg(ttl.as_millis() as u64)
             .query_async::<()>(&mut c)
             .await
             .map_err(err)?;
-        self.replicated(&mut c).await
+        self.replicated(&mut c, &key).await;
+        Ok(())
     }
 
     async fn idem_abandon(&self, key: &str, claim: &Claim) -> Result<(), StateError> {
@@ -336,7 +352,8 @@ impl SharedState for RedisState {
             .map_err(err)?;
         Ok(match reply.first().map(String::as_str) {
             Some("recorded") => {
-                self.replicated(&mut c).await?;
+                self.replicated(&mut c, &self.idem_key_of(Some(tenant), key))
+                    .await;
                 LeadRecorded::Recorded
             }
             Some("replay") => LeadRecorded::Replay(replay(&reply)?),
