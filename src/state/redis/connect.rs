@@ -69,6 +69,8 @@ impl RedisOptions {
 
 /// A client not yet connected (connections are opened on first use, so a
 /// gateway starts while Redis is down and serves once it is back).
+// One per store, built once: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Target {
     Single(redis::Client),
     Cluster(redis::cluster::ClusterClient),
