@@ -16,7 +16,7 @@ use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::Endpoint;
 use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
-use crate::state::redis::RedisState;
+use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
 use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
@@ -133,11 +133,15 @@ impl ConfigGeneration {
         let state_dir = config.state_dir();
         let state_key = |c: &Config| {
             format!(
-                "{:?}|{:?}|{:?}|{}",
+                "{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{}",
                 c.state_dir(),
                 c.state.backend,
                 c.state.redis_url,
-                c.state.redis_prefix
+                c.state.redis_prefix,
+                c.state.redis_ca_file.as_ref().map(|p| c.resolve(p)),
+                c.state.redis_connect_timeout_ms,
+                c.state.redis_command_timeout_ms,
+                c.state.redis_wait_replicas,
             )
         };
         let reuse_state = previous.filter(|p| state_key(&p.config) == state_key(&config));
@@ -147,14 +151,9 @@ impl ConfigGeneration {
                 LocalState::open(&state_dir.join("idempotency.jsonl"))
                     .map_err(|e| BuildError(format!("state: {e}")))?,
             ),
-            (None, StateBackend::Redis) => Arc::new(
-                RedisState::new(
-                    config.state.redis_url.as_deref().unwrap_or_default(),
-                    &config.state.redis_prefix,
-                    config.state.claim_lease_ms,
-                )
-                .map_err(|e| BuildError(format!("state.redis_url: {e}")))?,
-            ),
+            (None, StateBackend::Redis) => {
+                Arc::new(RedisState::new(&RedisOptions::from_config(&config)).map_err(BuildError)?)
+            }
         };
         let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
         let mut endpoints = HashMap::new();
@@ -222,6 +221,8 @@ impl ConfigGeneration {
                 );
                 continue;
             }
+            // The lead path's view of the store (Redis Cluster: this tenant's hash slot).
+            let tenant_state = state.for_tenant(&t.id).unwrap_or_else(|| state.clone());
             let before = previous.and_then(|p| {
                 let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
                 p.endpoints.get(&old.path).map(|ep| (old, ep))
@@ -235,7 +236,7 @@ impl ConfigGeneration {
                 (_, Some((_, ep))) => ep.contract.backend.clone(),
                 (BackendConfig::Embedded(e), None) => {
                     let key = match &e.cursor_secret {
-                        Some(s) => s.as_bytes().to_vec(),
+                        Some(s) => s.expose().as_bytes().to_vec(),
                         None => [
                             uuid::Uuid::new_v4().into_bytes(),
                             uuid::Uuid::new_v4().into_bytes(),
@@ -254,7 +255,7 @@ impl ConfigGeneration {
                             leads_file,
                             state_dir: state_dir.clone(),
                             shared: (config.state.backend == StateBackend::Redis)
-                                .then(|| state.clone()),
+                                .then(|| tenant_state.clone()),
                             default_limit: e.default_limit,
                             max_limit: e.max_limit,
                             cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),
@@ -366,7 +367,7 @@ impl ConfigGeneration {
                 },
                 schemas: schemas.clone(),
                 backend,
-                state: state.clone(),
+                state: tenant_state.clone(),
             };
             let endpoint = Endpoint {
                 tenant: t.id.clone(),

@@ -34,7 +34,7 @@ pub struct A2aUpstreamConfig {
     pub path: String,
     pub card_path: String,
     pub extension_uri: Option<String>,
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<crate::config::Secret>,
     pub capabilities: Value,
     pub lead_key: LeadKeyMode,
     pub dedupes_leads: bool,
@@ -47,7 +47,7 @@ pub struct A2aUpstream {
     card_path: String,
     configured_uri: Option<String>,
     card_uri: Mutex<Option<String>>,
-    bearer: Option<String>,
+    bearer: Option<crate::config::Secret>,
     capabilities: Value,
     lead_key: LeadKeyMode,
     dedupes: bool,
@@ -70,7 +70,7 @@ impl A2aUpstream {
 
     fn auth_header(&self, h: &mut Vec<(&'static str, String)>) {
         if let Some(t) = &self.bearer {
-            h.push(("authorization", format!("Bearer {t}")));
+            h.push(("authorization", format!("Bearer {}", t.expose())));
         }
     }
 

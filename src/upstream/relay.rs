@@ -34,7 +34,7 @@ const MAX_HANDSHAKE_BYTES: usize = 1024 * 1024;
 pub struct RelayConfig {
     pub client: ClientConfig,
     pub path: String,
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<crate::config::Secret>,
     pub max_json_depth: usize,
     /// Forget a session's affinity after this much idleness.
     pub session_idle: Duration,
@@ -212,7 +212,7 @@ impl Relay {
         }
         let mut headers: Vec<(&'static str, String)> = added;
         if let Some(token) = &self.cfg.bearer_token {
-            headers.push(("authorization", format!("Bearer {token}")));
+            headers.push(("authorization", format!("Bearer {}", token.expose())));
         }
         let passed = forwarded_headers(req);
         let path = match &req.query {

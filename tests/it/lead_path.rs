@@ -22,7 +22,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_aap-gateway");
 
 /// What one lead submission got back.
 #[derive(Debug, Clone, PartialEq)]
-enum Answer {
+pub(crate) enum Answer {
     /// `lead.submit.response` (received or duplicate) with its lead id.
     Lead(String),
     /// An `aap.error` with its code and the whole payload.
@@ -42,7 +42,7 @@ impl Answer {
     }
 }
 
-fn submit(port: u16, key: &str) -> Answer {
+pub(crate) fn submit(port: u16, key: &str) -> Answer {
     let body = modern(
         "tools/call",
         json!({"name": "aap_lead_submit", "arguments": lead(key)}),
@@ -81,7 +81,7 @@ fn submit(port: u16, key: &str) -> Answer {
 }
 
 /// Submit `key` through `port` until a final answer (bounded).
-fn submit_until_final(port: u16, key: &str, within: Duration) -> Answer {
+pub(crate) fn submit_until_final(port: u16, key: &str, within: Duration) -> Answer {
     let deadline = Instant::now() + within;
     loop {
         let a = submit(port, key);

@@ -39,17 +39,18 @@ fn caller_budget_429_then_recovery() {
 
 #[test]
 fn two_instances_share_one_redis_budget_and_idempotency() {
-    let redis = Redis::start();
-    let state = format!(
-        "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\n",
-        redis.port
-    );
+    two_instances_share_budget_and_idempotency(RedisKind::Single);
+}
+
+/// Two gateways on one Redis deployment of `kind` (also run against a TLS
+/// Redis and a Redis Cluster by `redis_cluster`): one lead through A is
+/// replayed by B, and one tenant budget is shared.
+pub(crate) fn two_instances_share_budget_and_idempotency(kind: RedisKind) {
+    let redis = RedisDeployment::start(kind);
+    let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
     let cfg = config_with("", "", "")
-        .replace("backend = \"local\"\n", &state)
-        .replace(
-            "redis_prefix = \"aapgw:\"",
-            &format!("redis_prefix = \"t{}:\"", uuid::Uuid::new_v4().simple()),
-        )
+        .replace("redis_prefix = \"aapgw:\"\n", "")
+        .replace("backend = \"local\"\n", &redis.state_toml(&prefix))
         .replace(
             "tenant_per_second = 0.0\ntenant_burst = 0",
             "tenant_per_second = 0.01\ntenant_burst = 6",
@@ -63,6 +64,9 @@ fn two_instances_share_one_redis_budget_and_idempotency() {
     assert!(!err, "{again}");
     assert_eq!(first, again, "instance B replays A's result from Redis");
     assert_eq!(leads_in(&a.state) + leads_in(&b.state), 1);
+    let recorded = redis.list(&redis.leads_key(&prefix, "demo-toyota"));
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["lead_id"], first["data"]["lead_id"]);
     // 2 requests used; 4 more fit in the shared budget, then both refuse.
     for gw in [&a, &b, &a, &b] {
         assert_eq!(list(gw).status, 200);

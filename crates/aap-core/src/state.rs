@@ -163,6 +163,13 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
     }
     /// Take one token from the bucket `key`.
     async fn take(&self, key: &str, bucket: Bucket) -> Result<Take, StateError>;
+    /// The same store as seen by one tenant's lead path, for stores that
+    /// place a tenant's idempotency records beside its leads (Redis Cluster:
+    /// one hash slot per tenant, so recording a lead and completing its
+    /// claim stay one atomic script). `None`: this store is used as it is.
+    fn for_tenant(&self, _tenant: &str) -> Option<std::sync::Arc<dyn SharedState>> {
+        None
+    }
     /// Name for logs and metrics.
     fn kind(&self) -> &'static str;
 }

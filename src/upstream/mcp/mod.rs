@@ -61,7 +61,7 @@ pub struct McpUpstreamConfig {
     pub client: ClientConfig,
     pub path: String,
     pub revision: RevisionMode,
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<crate::config::Secret>,
     pub capabilities: Value,
     pub lead_key: LeadKeyMode,
     pub dedupes_leads: bool,
@@ -71,7 +71,7 @@ pub struct McpUpstreamConfig {
 pub struct McpUpstream {
     client: Client,
     path: String,
-    bearer: Option<String>,
+    bearer: Option<crate::config::Secret>,
     capabilities: Value,
     lead_key: LeadKeyMode,
     dedupes: bool,
@@ -119,7 +119,7 @@ impl McpUpstream {
             ("accept", ACCEPT.to_owned()),
         ];
         if let Some(t) = &self.bearer {
-            h.push(("authorization", format!("Bearer {t}")));
+            h.push(("authorization", format!("Bearer {}", t.expose())));
         }
         h
     }

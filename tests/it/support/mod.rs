@@ -5,8 +5,10 @@ mod http;
 mod mcp;
 mod peers;
 mod process;
+mod redis_servers;
 
 pub use http::*;
 pub use mcp::*;
 pub use peers::*;
 pub use process::*;
+pub use redis_servers::*;

@@ -28,6 +28,10 @@ impl Default for StateConfig {
             idempotency_ttl_hours: 24,
             backend: StateBackend::Local,
             redis_url: None,
+            redis_ca_file: None,
+            redis_connect_timeout_ms: 2_000,
+            redis_command_timeout_ms: 2_000,
+            redis_wait_replicas: 0,
             redis_prefix: "aapgw:".into(),
             claim_lease_ms: crate::state::DEFAULT_CLAIM_LEASE_MS,
         }

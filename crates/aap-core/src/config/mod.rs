@@ -5,9 +5,11 @@
 //! go straight to the line.
 
 mod defaults;
+mod secret;
 mod telemetry;
 mod validate;
 
+pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::TelemetryConfig;
 
 use serde::Deserialize;
@@ -86,29 +88,6 @@ pub struct ServerConfig {
     pub admin_secret: Option<Secret>,
 }
 
-/// A secret from the configuration, or from a file or an environment
-/// variable it names. `Debug` never prints it; [`Secret::expose`] is the
-/// only way to the value.
-#[derive(Clone, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: String) -> Secret {
-        Secret(value)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
 /// Shortest admin token accepted (a guessable token is no lock).
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 /// Largest accepted `server.shutdown_drain_secs` and `server.shutdown_grace_secs`.
@@ -154,7 +133,21 @@ pub struct StateConfig {
     pub idempotency_ttl_hours: u64,
     /// `local` (durable file + in-process buckets) or `redis` (shared).
     pub backend: StateBackend,
-    pub redis_url: Option<String>,
+    /// One Redis: `redis://[user:password@]host:port[/db]` or `rediss://…`
+    /// (TLS). A Redis Cluster: `redis+cluster://[user:password@]host:port[,host:port…]`
+    /// (seed nodes) or `rediss+cluster://…`. May hold a password: a [`Secret`].
+    pub redis_url: Option<Secret>,
+    /// PEM file of the CA(s) that sign the Redis servers' certificates
+    /// (`rediss://`); unset: the system's trust store.
+    pub redis_ca_file: Option<PathBuf>,
+    /// Time allowed to open a connection to a Redis node (milliseconds).
+    pub redis_connect_timeout_ms: u64,
+    /// Time allowed for one Redis command or script to answer, retries and
+    /// Cluster redirections included (milliseconds).
+    pub redis_command_timeout_ms: u64,
+    /// After each lead-path write (intent, lead record, result), wait until
+    /// this many replicas acknowledge it, so a failover keeps it (0: off).
+    pub redis_wait_replicas: u32,
     pub redis_prefix: String,
     /// Redis state: how long a lead claim without a result blocks other
     /// attempts before it counts as interrupted (milliseconds).
@@ -279,7 +272,7 @@ pub struct RelayBackendConfig {
     /// The upstream's own credential (sent as `Authorization: Bearer`); the
     /// client's credential is never forwarded.
     #[serde(default)]
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<Secret>,
 }
 
 /// Connection settings shared by the forwarding backends.
@@ -302,7 +295,7 @@ pub struct McpBackendConfig {
     pub health_check_interval_ms: u64,
     /// The upstream's own credential (sent as `Authorization: Bearer`).
     #[serde(default)]
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<Secret>,
     /// Inventory capabilities to advertise (inventory-capabilities schema).
     #[serde(default)]
     pub capabilities: Option<serde_json::Value>,
@@ -335,7 +328,7 @@ pub struct A2aBackendConfig {
     #[serde(default = "defaults::default_health_interval")]
     pub health_check_interval_ms: u64,
     #[serde(default)]
-    pub bearer_token: Option<String>,
+    pub bearer_token: Option<Secret>,
     #[serde(default)]
     pub capabilities: Option<serde_json::Value>,
     #[serde(default)]
@@ -360,7 +353,7 @@ pub struct EmbeddedBackendConfig {
     pub cursor_ttl_secs: u64,
     /// Signing key for cursors; set it when several instances serve one tenant.
     #[serde(default)]
-    pub cursor_secret: Option<String>,
+    pub cursor_secret: Option<Secret>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -392,17 +385,21 @@ impl Config {
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError {
-            file: file.clone(),
-            problem: toml_problem(&e, text),
-        })?;
-        cfg.source = path.to_path_buf();
-        cfg.unify_public_urls();
-        cfg.base_dir = path
+        let base_dir = path
             .parent()
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."));
+        // Secrets given as `{ file = … }` / `{ env = … }` are read here, on
+        // every load and reload (see `secret`).
+        let mut cfg: Config =
+            with_base_dir(&base_dir, || toml::from_str(text)).map_err(|e| ConfigError {
+                file: file.clone(),
+                problem: toml_problem(&e, text),
+            })?;
+        cfg.source = path.to_path_buf();
+        cfg.unify_public_urls();
+        cfg.base_dir = base_dir;
         cfg.validate().map_err(|problem| ConfigError {
             file: file.clone(),
             problem,
@@ -492,7 +489,7 @@ impl Config {
                 "{key}: the admin token must not contain spaces or control characters (it is sent as `Authorization: Bearer <token>`)"
             ));
         }
-        Ok(Some(Secret(value)))
+        Ok(Some(Secret::new(value)))
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -504,10 +501,19 @@ impl Config {
 /// line holds a secret (the token itself must not reach a log).
 fn toml_problem(e: &toml::de::Error, text: &str) -> String {
     let full = e.to_string().trim_end().to_string();
-    let Some(span) = e.span() else {
-        return full;
-    };
-    let Some(before) = text.get(..span.start) else {
+    let span = e
+        .span()
+        .and_then(|s| Some((text.get(..s.start)?, text.get(s.start..)?)));
+    if e.message().starts_with(secret::SECRET_ERROR_MARK) {
+        // A `{ file = … }` / `{ env = … }` reference that could not be read:
+        // the message names the file or variable, never a value.
+        let Some((before, from)) = span else {
+            return e.message().to_owned();
+        };
+        let (line_no, key) = secret_key_at(before, from);
+        return format!("TOML parse error at line {line_no}: {key}: {}", e.message());
+    }
+    let Some((before, _)) = span else {
         return full;
     };
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -531,11 +537,41 @@ fn toml_problem(e: &toml::de::Error, text: &str) -> String {
         let line_no = before.matches('\n').count() + 1;
         // The message may quote the value too (serde's "invalid type: ...").
         format!(
-            "TOML parse error at line {line_no}: {key} must be a quoted string (the line is not shown: it holds a secret)"
+            "TOML parse error at line {line_no}: {key} must be a quoted string, {{ file = \"path\" }} or {{ env = \"VARIABLE\" }} (the line is not shown: it holds a secret)"
         )
     } else {
         full
     }
+}
+
+/// The line number and key of the secret reference an error points at.
+/// `from` is the text from the error's span on: the reference itself, or
+/// (inside a table the deserializer buffers, such as `[tenants.backend]`)
+/// the table's header: then the first line of that table holding a
+/// `{ file = … }` or `{ env = … }` reference.
+fn secret_key_at(before: &str, from: &str) -> (usize, String) {
+    let first_line = before.matches('\n').count() + 1;
+    // The span's own line may start before it: `key = { file = … }`.
+    let own = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    if let Some((k, _)) = own.split_once('=') {
+        let k = k.trim();
+        if !k.is_empty() && !k.starts_with(['[', '{', '#']) {
+            return (first_line, k.to_owned());
+        }
+    }
+    for (n, line) in from.lines().enumerate() {
+        if n > 0 && line.trim_start().starts_with('[') {
+            break;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let v = v.trim_start();
+        if v.starts_with('{') && (v.contains("file") || v.contains("env")) {
+            return (first_line + n, k.trim().to_owned());
+        }
+    }
+    (first_line, "a secret".to_owned())
 }
 
 #[cfg(test)]
@@ -586,6 +622,103 @@ mod tests {
             .is_none());
         let e = parse(&format!("{head}shutdown_drain_secs = 601\n{tail}")).unwrap_err();
         assert!(e.to_string().contains("server.shutdown_drain_secs"), "{e}");
+    }
+
+    #[test]
+    fn every_secret_key_takes_the_file_and_env_forms() {
+        let d = std::env::temp_dir().join(format!("aapgw-cfg-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(d.join("secrets")).unwrap();
+        std::fs::write(
+            d.join("secrets/redis.url"),
+            "redis://:pw-in-file@127.0.0.1:6379/\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("secrets/cursor"), "cursor-key-in-file\n").unwrap();
+        std::fs::write(d.join("i.json"), "[]").unwrap();
+        std::fs::write(d.join("d.json"), "{}").unwrap();
+        std::env::set_var("AAP_CFG_TEST_UPSTREAM", "upstream-token-in-env");
+        std::env::set_var("AAP_CFG_TEST_ADMIN", "admin-token-in-env-0123456789");
+        let text = |redis: &str, bearer: &str| {
+            format!(
+                "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\nadmin_token = {{ env = \"AAP_CFG_TEST_ADMIN\" }}\n\
+                 [state]\nbackend = \"redis\"\nredis_url = {redis}\n\
+                 [[tenants]]\nid = \"e\"\npath = \"/e/mcp\"\n[tenants.backend]\nkind = \"embedded\"\ninventory = \"i.json\"\ndealer = \"d.json\"\ncursor_secret = {{ file = \"secrets/cursor\" }}\n\
+                 [[tenants]]\nid = \"m\"\npath = \"/m/mcp\"\n[tenants.backend]\nkind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nbearer_token = {bearer}\n\
+                 [[tenants]]\nid = \"a\"\npath = \"/a/mcp\"\n[tenants.backend]\nkind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\nbearer_token = \"inline-a2a-token\"\n\
+                 [[tenants]]\nid = \"r\"\npath = \"/r/mcp\"\n[tenants.backend]\nkind = \"relay\"\npeers = [\"http://127.0.0.1:1\"]\nbearer_token = {bearer}\n"
+            )
+        };
+        let path = d.join("gw.toml");
+        let cfg = Config::parse(
+            &text(
+                "{ file = \"secrets/redis.url\" }",
+                "{ env = \"AAP_CFG_TEST_UPSTREAM\" }",
+            ),
+            &path,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.state.redis_url.as_ref().map(Secret::expose),
+            Some("redis://:pw-in-file@127.0.0.1:6379/")
+        );
+        assert_eq!(
+            cfg.server.admin_secret.as_ref().map(Secret::expose),
+            Some("admin-token-in-env-0123456789")
+        );
+        let bearer = |i: usize| match &cfg.tenants[i].backend {
+            BackendConfig::Mcp(m) => m.bearer_token.clone(),
+            BackendConfig::A2a(a) => a.bearer_token.clone(),
+            BackendConfig::Relay(r) => r.bearer_token.clone(),
+            BackendConfig::Embedded(e) => e.cursor_secret.clone(),
+        };
+        assert_eq!(bearer(0).unwrap().expose(), "cursor-key-in-file");
+        assert_eq!(bearer(1).unwrap().expose(), "upstream-token-in-env");
+        assert_eq!(bearer(2).unwrap().expose(), "inline-a2a-token");
+        assert_eq!(bearer(3).unwrap().expose(), "upstream-token-in-env");
+        let debug = format!("{cfg:?}");
+        for value in [
+            "pw-in-file",
+            "cursor-key-in-file",
+            "upstream-token-in-env",
+            "inline-a2a-token",
+            "admin-token-in-env",
+        ] {
+            assert!(!debug.contains(value), "{value} in {debug}");
+        }
+        assert!(debug.contains("AAP_CFG_TEST_UPSTREAM") && debug.contains("redis.url"));
+        // A missing file and an unset variable are load errors that name the
+        // key and the file or variable, and print no value.
+        let e = Config::parse(&text("{ file = \"secrets/nope\" }", "\"x\""), &path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("redis_url") && e.contains("secrets/nope") && e.contains("no such file"),
+            "{e}"
+        );
+        let e = Config::parse(
+            &text(
+                "\"redis://127.0.0.1/\"",
+                "{ env = \"AAP_CFG_TEST_SURELY_UNSET\" }",
+            ),
+            &path,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("bearer_token")
+                && e.contains("AAP_CFG_TEST_SURELY_UNSET")
+                && e.contains("not set"),
+            "{e}"
+        );
+        // A value that fails validation is not echoed either.
+        let e = Config::parse(
+            &text("\"redis://127.0.0.1/\"", "\"bad token with spaces\""),
+            &path,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("bearer_token") && !e.contains("spaces"), "{e}");
+        std::fs::remove_dir_all(&d).ok();
     }
 
     #[test]

@@ -101,6 +101,56 @@ impl Config {
         if self.state.backend == StateBackend::Redis && self.state.redis_url.is_none() {
             return Err("state.redis_url: required when state.backend = \"redis\"".into());
         }
+        if let Some(url) = &self.state.redis_url {
+            let url = url.expose();
+            let scheme = url.split_once("://").map(|(s, _)| s);
+            if !matches!(
+                scheme,
+                Some("redis" | "rediss" | "redis+cluster" | "rediss+cluster")
+            ) {
+                // The URL is never quoted: it may hold a password.
+                return Err("state.redis_url: must start with redis://, rediss://, redis+cluster:// or rediss+cluster://".into());
+            }
+        }
+        if let Some(ca) = &self.state.redis_ca_file {
+            let tls = self
+                .state
+                .redis_url
+                .as_ref()
+                .is_some_and(|u| u.expose().starts_with("rediss"));
+            if !tls {
+                return Err("state.redis_ca_file: only used with a rediss:// or rediss+cluster:// redis_url".into());
+            }
+            if !self.resolve(ca).is_file() {
+                return Err(format!(
+                    "state.redis_ca_file: file {} does not exist",
+                    self.resolve(ca).display()
+                ));
+            }
+        }
+        for (k, v) in [
+            (
+                "state.redis_connect_timeout_ms",
+                self.state.redis_connect_timeout_ms,
+            ),
+            (
+                "state.redis_command_timeout_ms",
+                self.state.redis_command_timeout_ms,
+            ),
+        ] {
+            if !(1..=600_000).contains(&v) {
+                return Err(format!("{k}: must be between 1 and 600000 milliseconds"));
+            }
+        }
+        if self.state.redis_wait_replicas > 16 {
+            return Err("state.redis_wait_replicas: must be between 0 and 16".into());
+        }
+        if self.state.redis_prefix.contains(['{', '}']) {
+            return Err(
+                "state.redis_prefix: must not contain { or } (the gateway adds its own hash tags)"
+                    .into(),
+            );
+        }
         if self.state.claim_lease_ms < 100 {
             return Err("state.claim_lease_ms: must be at least 100".into());
         }
@@ -404,7 +454,7 @@ fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
             ("request_timeout_ms", m.request_timeout_ms),
             ("health_check_interval_ms", m.health_check_interval_ms),
         ],
-        m.bearer_token.as_deref(),
+        m.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
         return Err(format!(
@@ -427,7 +477,7 @@ fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Resul
             ("request_timeout_ms", r.request_timeout_ms),
             ("health_check_interval_ms", r.health_check_interval_ms),
         ],
-        r.bearer_token.as_deref(),
+        r.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if t.legacy_sessions {
         return Err(format!(
@@ -449,7 +499,7 @@ fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
             ("request_timeout_ms", a.request_timeout_ms),
             ("health_check_interval_ms", a.health_check_interval_ms),
         ],
-        a.bearer_token.as_deref(),
+        a.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if let Some(u) = &a.extension_uri {
         if !(u.starts_with("https://") || u.starts_with("http://")) || u.contains([',', ' ']) {

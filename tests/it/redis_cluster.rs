@@ -1,0 +1,144 @@
+//! Shared state on a real Redis Cluster (three masters, three replicas) and on a TLS-only
+//! Redis with the test CA: the two-instance tests again, a master failover, Redis's clock.
+
+use crate::lead_path::{submit, submit_until_final, Answer};
+use crate::support::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+#[test]
+fn two_instances_share_a_budget_and_a_lead_on_a_cluster() {
+    crate::limits::two_instances_share_budget_and_idempotency(RedisKind::Cluster);
+}
+
+#[test]
+fn two_instances_share_a_budget_and_a_lead_over_tls() {
+    crate::limits::two_instances_share_budget_and_idempotency(RedisKind::Tls);
+}
+
+/// The embedded dealer on `redis`, with `state_extra` lines in `[state]`.
+fn embedded_on(redis: &RedisDeployment, prefix: &str, state_extra: &str) -> String {
+    config_with("", "", "")
+        .replace("redis_prefix = \"aapgw:\"\n", "")
+        .replace("claim_lease_ms = 60000\n", "")
+        .replace(
+            "backend = \"local\"\n",
+            &format!("{}{state_extra}", redis.state_toml(prefix)),
+        )
+        .replace("lead_submit_per_hour = 30", "lead_submit_per_hour = 0")
+}
+
+const KEYS: usize = 60;
+
+/// Leads go in through two gateways while the master holding the tenant's
+/// hash slot is killed with SIGKILL; its replica is promoted. Every key is
+/// retried until it has a lead id; then every lead is in the tenant's list
+/// exactly once, with the id its client was told, and a retry of any key
+/// through either gateway answers that same id.
+#[test]
+fn a_master_failover_loses_and_duplicates_no_lead() {
+    let mut redis = RedisDeployment::start(RedisKind::Cluster);
+    let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
+    let cfg = embedded_on(
+        &redis,
+        &prefix,
+        "redis_wait_replicas = 1\nredis_command_timeout_ms = 3000\nclaim_lease_ms = 1500\n",
+    );
+    let a = Gateway::start_with(&cfg);
+    let b = Gateway::start_with(&cfg);
+    let victim = redis.master_of("{demo-toyota}");
+    let keys: Vec<String> = (0..KEYS)
+        .map(|i| format!("fo-{i}-{}", uuid::Uuid::new_v4().simple()))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let answered = AtomicUsize::new(0);
+    let told: Mutex<HashMap<String, Answer>> = Mutex::new(HashMap::new());
+    let ports = [a.port, b.port];
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(key) = keys.get(i) else { break };
+                let answer = submit_until_final(ports[i % 2], key, Duration::from_secs(60));
+                answered.fetch_add(1, Ordering::Relaxed);
+                told.lock().unwrap().insert(key.clone(), answer);
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while answered.load(Ordering::Relaxed) < KEYS / 4 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        redis.kill9(victim);
+    });
+    let alive = redis.alive();
+    redis.wait_cluster_ok(&alive, Duration::from_secs(30));
+    let promoted = redis.master_of("{demo-toyota}");
+    assert_ne!(promoted, victim, "the replica took over the slot");
+    let told = told.into_inner().unwrap();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for key in &keys {
+        match told.get(key) {
+            Some(Answer::Lead(id)) => {
+                ids.insert(key.clone(), id.clone());
+            }
+            other => panic!(
+                "{key}: no lead id: {other:?}\nA log:\n{}\nB log:\n{}",
+                a.logs(),
+                b.logs()
+            ),
+        }
+    }
+    // Retries with the same key, through the other gateway, replay the id.
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(
+            submit(ports[(i + 1) % 2], key),
+            Answer::Lead(ids[key].clone()),
+            "{key}"
+        );
+    }
+    let recorded = redis.list(&redis.leads_key(&prefix, "demo-toyota"));
+    let mut per_key: HashMap<String, Vec<String>> = HashMap::new();
+    for r in &recorded {
+        per_key
+            .entry(r["request"]["idempotency_key"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(r["lead_id"].as_str().unwrap().to_owned());
+    }
+    let twice: Vec<_> = per_key.iter().filter(|(_, v)| v.len() > 1).collect();
+    assert!(twice.is_empty(), "keys recorded twice: {twice:?}");
+    for (key, id) in &ids {
+        assert_eq!(per_key.get(key), Some(&vec![id.clone()]), "{key}");
+    }
+    assert_eq!(recorded.len(), KEYS, "leads nobody was told about");
+    let distinct: HashSet<_> = ids.values().collect();
+    assert_eq!(distinct.len(), KEYS);
+}
+
+/// Buckets are stamped with Redis's clock (`TIME` inside the script), not
+/// the gateway's: the instances send no time at all, so instances with
+/// skewed clocks share one budget. There is no clock-offset hook in the
+/// binary to skew an instance; what is asserted is the stamp itself.
+#[test]
+fn buckets_run_on_the_redis_clock() {
+    let redis = RedisDeployment::start(RedisKind::Single);
+    let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
+    let cfg = embedded_on(&redis, &prefix, "").replace(
+        "tenant_per_second = 0.0\ntenant_burst = 0",
+        "tenant_per_second = 0.01\ntenant_burst = 6",
+    );
+    let gw = Gateway::start_with(&cfg);
+    let (err, sc) = gw.call_sc("aap_lead_submit", lead("clock-1"));
+    assert!(!err, "{sc}");
+    let keys = redis.cli(&["--scan", "--pattern", &format!("{prefix}bucket:*")]);
+    let key = keys.lines().next().expect("a bucket key").trim().to_owned();
+    let stamp: u64 = redis.cli(&["HGET", &key, "ts"]).trim().parse().unwrap();
+    let time = redis.cli(&["TIME"]);
+    let mut t = time.lines().map(|l| l.trim().parse::<u64>().unwrap());
+    let now_ms = t.next().unwrap() * 1000 + t.next().unwrap() / 1000;
+    assert!(
+        stamp <= now_ms && now_ms - stamp < 10_000,
+        "{stamp} vs {now_ms}"
+    );
+}
