@@ -5,32 +5,13 @@
 use crate::support::*;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// A test CA and a server certificate it signed for localhost / 127.0.0.1 in `dir`
-/// (`ca.pem`, `server.pem`, `server.key`), made with openssl as the TLS tests in `ops` do.
-fn test_ca(dir: &Path) -> PathBuf {
-    let sh = format!(
-        "set -e; cd {d}; \
-         openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=aap-test-ca 2>/dev/null; \
-         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null; \
-         printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf; \
-         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null",
-        d = dir.display()
-    );
-    assert!(Command::new("sh")
-        .args(["-c", &sh])
-        .status()
-        .unwrap()
-        .success());
-    dir.join("ca.pem")
-}
 
 /// The shipped config with TLS from [`test_ca`]'s files.
 fn tls_config(dir: &Path) -> String {

@@ -224,19 +224,7 @@ fn reload_keeps_idempotency_and_sessions() {
 #[test]
 fn tls_termination_with_a_test_ca() {
     let dir = temp_dir("tls");
-    let sh = format!(
-        "set -e; cd {d}; \
-         openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=aap-test-ca 2>/dev/null; \
-         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null; \
-         printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf; \
-         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null",
-        d = dir.display()
-    );
-    assert!(std::process::Command::new("sh")
-        .args(["-c", &sh])
-        .status()
-        .unwrap()
-        .success());
+    test_ca(&dir);
     let cfg = config_with("", "", "").replace(
         "name = \"aap-gateway\"\n",
         &format!(

@@ -374,3 +374,24 @@ pub fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::Ex
     }
     None
 }
+
+/// A test CA and a server certificate it signed for `localhost` and
+/// `127.0.0.1`, made with openssl in `dir` (`ca.pem`, `server.pem`,
+/// `server.key`); returns the CA file. Used by the TLS ingress, HTTP/2 and
+/// Redis-over-TLS tests.
+pub fn test_ca(dir: &Path) -> PathBuf {
+    let sh = format!(
+        "set -e; cd {d}; \
+         openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=aap-test-ca 2>/dev/null; \
+         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null; \
+         printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf; \
+         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null",
+        d = dir.display()
+    );
+    let made = Command::new("sh").args(["-c", &sh]).status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "openssl could not make the test CA"
+    );
+    dir.join("ca.pem")
+}

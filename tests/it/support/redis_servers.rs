@@ -1,7 +1,7 @@
 //! Real Redis deployments for the shared-state tests: one server, a TLS-only server with a test
 //! CA, and a three-master three-replica Cluster on loopback ports; every process killed on drop.
 
-use super::process::{free_port, temp_dir};
+use super::process::{free_port, temp_dir, test_ca};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,25 +41,6 @@ fn wait_port(port: u16) {
         std::thread::sleep(Duration::from_millis(25));
     }
     panic!("redis-server on {port} did not start");
-}
-
-/// A CA (`ca.pem`) and a server certificate for `127.0.0.1`/`localhost`
-/// (`server.pem`, `server.key`) in `dir`, made with openssl like the TLS
-/// ingress tests.
-pub fn test_ca(dir: &std::path::Path) {
-    let sh = format!(
-        "set -e; cd {d}; \
-         openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=aap-test-ca 2>/dev/null; \
-         openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost 2>/dev/null; \
-         printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf; \
-         openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null",
-        d = dir.display()
-    );
-    assert!(Command::new("sh")
-        .args(["-c", &sh])
-        .status()
-        .unwrap()
-        .success());
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
