@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need (idempotent).
 # Debian/Ubuntu: cmake (Pingora's zlib-ng build), redis-server (shared-state
-# tests), python3-venv, chromium (the headless browser test, tests/it/browser.rs).
+# tests), python3-venv, chromium (the headless browser test, tests/it/browser.rs),
+# faketime (an instance with a skewed clock, tests/it/redis_cluster.rs).
 # Runs apt-get only when something is missing.
 set -euo pipefail
 missing=()
@@ -12,6 +13,7 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 if ((${#missing[@]})); then
   echo "== installing system packages: ${missing[*]}"
   SUDO=""

@@ -3,6 +3,7 @@
 
 use crate::lead_path::{submit, submit_until_final, Answer};
 use crate::support::*;
+use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -118,8 +119,8 @@ fn a_master_failover_loses_and_duplicates_no_lead() {
 
 /// Buckets are stamped with Redis's clock (`TIME` inside the script), not
 /// the gateway's: the instances send no time at all, so instances with
-/// skewed clocks share one budget. There is no clock-offset hook in the
-/// binary to skew an instance; what is asserted is the stamp itself.
+/// skewed clocks share one budget (see `skewed_instances_share_one_budget`,
+/// which runs one instance two hours behind).
 #[test]
 fn buckets_run_on_the_redis_clock() {
     let redis = RedisDeployment::start(RedisKind::Single);
@@ -141,4 +142,74 @@ fn buckets_run_on_the_redis_clock() {
         stamp <= now_ms && now_ms - stamp < 10_000,
         "{stamp} vs {now_ms}"
     );
+}
+
+/// libfaketime's preload library (Debian `faketime`), which sets a process's
+/// wall clock apart from the machine's.
+fn faketime_library() -> Option<&'static str> {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).is_file())
+}
+
+/// Minutes past midnight of the first access line's timestamp in `logs`.
+fn access_minute(logs: &str) -> i64 {
+    let at = logs
+        .lines()
+        .find_map(|l| l.split("\"timestamp\":\"").nth(1))
+        .expect("an access line");
+    let hh: i64 = at[11..13].parse().unwrap();
+    let mm: i64 = at[14..16].parse().unwrap();
+    hh * 60 + mm
+}
+
+/// Two instances whose wall clocks are two hours apart share one tenant
+/// budget exactly: the bucket's refill runs on Redis's clock (`TIME`), so
+/// the instance that is behind does not make the other refill two hours'
+/// worth. (With each instance's own clock, A would see B's stamp two hours
+/// old and refill the whole burst.)
+#[test]
+fn skewed_instances_share_one_budget() {
+    let Some(faketime) = faketime_library() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "libfaketime is missing (scripts/setup.sh installs the Debian package faketime)"
+        );
+        eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
+        return;
+    };
+    let redis = RedisDeployment::start(RedisKind::Single);
+    let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
+    let cfg = embedded_on(&redis, &prefix, "").replace(
+        "tenant_per_second = 0.0\ntenant_burst = 0",
+        "tenant_per_second = 0.01\ntenant_burst = 6",
+    );
+    let a = Gateway::start_with(&cfg);
+    let state = temp_dir("skewed");
+    let config = state.join("gateway.toml");
+    std::fs::write(&config, &cfg).unwrap();
+    let b = Gateway::launch_with_env(
+        config,
+        state,
+        &[],
+        &[
+            ("LD_PRELOAD", faketime),
+            // Two hours behind on the wall clock; timers keep the real
+            // monotonic clock.
+            ("FAKETIME", "-7200"),
+            ("DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let list = |gw: &Gateway| gw.rpc(&[], &modern("tools/list", json!({}))).status;
+    for gw in [&a, &b, &a, &b, &a, &b] {
+        assert_eq!(list(gw), 200);
+    }
+    // B's clock really is two hours behind A's (its access lines say so).
+    let skew = (access_minute(&a.logs()) - access_minute(&b.logs())).rem_euclid(24 * 60);
+    assert!((115..=125).contains(&skew), "clock skew of B: {skew} min");
+    assert_eq!(list(&a), 429, "A refilled from B's stamp");
+    assert_eq!(list(&b), 429);
 }
