@@ -15,6 +15,7 @@ use crate::auth::AuthMode;
 use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
+use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::{Caller, Endpoint};
 use crate::telemetry::ServerSpan;
 use aap_core::trace::Phase;
@@ -209,12 +210,21 @@ impl Gateway {
         let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
-        let (tenant, head, auth, cors) = if let Some(ep) = rt.endpoints.get(&req.path) {
+        // The tenant, its head verdict, its token check, its CORS, and how
+        // its binding words a refusal (JSON-RPC for MCP, A2A's shape on `/a2a`).
+        let (tenant, head, auth, cors, refusal): (
+            _,
+            _,
+            _,
+            _,
+            fn(&RpcError, &HttpRequest) -> HttpResponse,
+        ) = if let Some(ep) = rt.endpoints.get(&req.path) {
             (
                 &ep.tenant,
                 ep.head_refusal(req),
                 ep.auth.as_deref(),
                 endpoint_cors(ep),
+                mcp_refusal,
             )
         } else if let Some(m) = rt.relays.get(&req.path) {
             (
@@ -222,23 +232,17 @@ impl Gateway {
                 m.head_refusal(req),
                 m.auth.as_deref(),
                 relay_cors(m),
+                mcp_refusal,
             )
         } else if let Some(ep) = rt.a2a.get(&req.path) {
             ctx.binding = "a2a";
-            let head = crate::a2a::server::head_refusal(ep, req);
-            let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-            let err = match head {
-                Some(e) => e,
-                None => head_auth(auth, req).await?,
-            };
-            ctx.tenant = Some(ep.tenant.clone());
-            ctx.outcome = head_outcome(&err);
-            let resp = a2a_cors(ep).decorate(req, crate::a2a::server::refused(&err, req, 0));
-            let resp = finish(&ctx, resp);
-            if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
-                span.export();
-            }
-            return Some(resp);
+            (
+                &ep.tenant,
+                crate::a2a::server::head_refusal(ep, req),
+                ep.auth.as_deref(),
+                a2a_cors(ep),
+                |e, r| crate::a2a::server::refused(e, r, 0),
+            )
         } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
             return None;
         } else {
@@ -251,9 +255,7 @@ impl Gateway {
             None => head_auth(auth.filter(|a| a.mode() != AuthMode::Off), req).await?,
         };
         ctx.outcome = head_outcome(&err);
-        let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
-        resp.headers.extend(err.headers.iter().cloned());
-        let resp = finish(&ctx, cors.decorate(req, resp));
+        let resp = finish(&ctx, cors.decorate(req, refusal(&err, req)));
         if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
             span.export();
         }
@@ -278,6 +280,14 @@ impl Gateway {
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }
+}
+
+/// A head refusal on an MCP (endpoint or relay) path: the JSON-RPC error
+/// body with the error's own headers (`WWW-Authenticate`, `Allow`, …).
+fn mcp_refusal(err: &RpcError, _req: &HttpRequest) -> HttpResponse {
+    let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
+    resp.headers.extend(err.headers.iter().cloned());
+    resp
 }
 
 /// Stamp the correlation id on an answer, then `logging`: every answer of
