@@ -16,6 +16,7 @@ pub use aap_core::{
 pub mod admin;
 pub mod gateway;
 pub mod ingress;
+pub mod leads;
 pub mod passthrough;
 pub mod shutdown;
 pub mod state;

@@ -5,10 +5,14 @@
 //! go straight to the line.
 
 mod defaults;
+mod leads;
 mod secret;
 mod telemetry;
 mod validate;
 
+pub use leads::{
+    AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
+};
 pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::TelemetryConfig;
 
@@ -354,6 +358,10 @@ pub struct EmbeddedBackendConfig {
     /// Signing key for cursors; set it when several instances serve one tenant.
     #[serde(default)]
     pub cursor_secret: Option<Secret>,
+    /// Where accepted leads are delivered (`[[tenants.backend.sinks]]`);
+    /// none: leads are only recorded in the leads file.
+    #[serde(default)]
+    pub sinks: Vec<LeadSinkConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,0 +1,49 @@
+//! Lead delivery to the dealer's own systems: the [`LeadSink`] port every delivery target
+//! implements, and the [`Lead`] an accepted `aap_lead_submit` becomes once it is durably recorded.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An accepted lead as the outbox stores it and every sink receives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lead {
+    /// `lead_…`, the id the agent was answered with; sinks send it so the
+    /// receiver can deduplicate a delivery that is repeated after a crash.
+    pub lead_id: String,
+    pub tenant: String,
+    /// RFC 3339, when the gateway accepted the lead.
+    pub received_at: String,
+    /// The validated `aap_lead_submit` arguments.
+    pub request: Value,
+    /// The dealer profile (`aap_dealer_information` data) at acceptance.
+    pub dealer: Value,
+    /// The listed vehicle the lead names (by VIN, stock or vehicle id),
+    /// resolved from inventory at acceptance, when there is one.
+    #[serde(default)]
+    pub vehicle: Option<Value>,
+}
+
+/// Why one delivery attempt failed. Neither variant carries customer data:
+/// the text names the sink, the status or the transport error only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    /// Worth retrying: connection refused or reset, timeout, 5xx, 429, SMTP 4xx.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// Retrying the same bytes cannot succeed: 4xx other than 408/429, SMTP 5xx,
+    /// a document the receiver rejects. The outbox dead-letters it at once.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// One delivery target: ADF over HTTP, ADF by e-mail, a JSON webhook.
+/// `deliver` is called by the outbox, never on the request path; it may be
+/// called again for a lead it already delivered (after a crash), with the
+/// same `lead_id`.
+#[async_trait]
+pub trait LeadSink: Send + Sync + std::fmt::Debug {
+    /// The sink's configured name (metrics label, logs, dead letters).
+    fn name(&self) -> &str;
+    async fn deliver(&self, lead: &Lead) -> Result<(), SinkError>;
+}
