@@ -17,6 +17,7 @@ pub mod admin;
 pub mod gateway;
 pub mod ingress;
 pub mod leads;
+pub mod outbound;
 pub mod passthrough;
 pub mod shutdown;
 pub mod state;

@@ -1,6 +1,8 @@
 //! Lead delivery to the dealer's own systems: the [`LeadSink`] port every delivery target
 //! implements, and the [`Lead`] an accepted `aap_lead_submit` becomes once it is durably recorded.
 
+pub mod post;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
