@@ -177,20 +177,63 @@ impl ProxyHttp for Admin {
                     "pid": std::process::id(),
                 }),
             ),
-            "/readyz" => HttpResponse::json(
-                200,
-                &serde_json::json!({
-                    "status": "ready",
+            "/readyz" => {
+                let (feeds, not_ready) = feed_readiness(&rt);
+                let tenants = rt.endpoints.len() + rt.relays.len();
+                // Ready while at least one tenant can serve; a tenant whose
+                // inventory feed never loaded is listed, not fatal to the others.
+                let (code, status) = match not_ready.len() {
+                    0 => (200, "ready"),
+                    n if n < tenants => (200, "degraded"),
+                    _ => (503, "not_ready"),
+                };
+                let mut body = serde_json::json!({
+                    "status": status,
                     "pid": std::process::id(),
                     "config_generation": rt.generation,
-                    "tenants": rt.endpoints.len() + rt.relays.len(),
-                }),
-            ),
+                    "tenants": tenants,
+                });
+                if !feeds.is_empty() {
+                    body["feeds"] = serde_json::Value::Array(feeds);
+                }
+                if !not_ready.is_empty() {
+                    body["not_ready"] = serde_json::json!(not_ready);
+                    body["reason"] = serde_json::json!("the inventory feed of the tenants in not_ready has never loaded (see feeds[].last_error)");
+                }
+                HttpResponse::json(code, &body)
+            }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),
         };
         write(session, resp).await?;
         Ok(true)
     }
+}
+
+/// Inventory feed health for `/readyz`: one entry per source (with the
+/// number of tenants it serves), and the tenants whose feed never loaded.
+fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Value>, Vec<String>) {
+    let mut by_source: std::collections::BTreeMap<String, (serde_json::Value, usize)> =
+        std::collections::BTreeMap::new();
+    let mut not_ready = Vec::new();
+    for ep in rt.endpoints.values() {
+        let Some(h) = ep.contract.backend.feed_health() else {
+            continue;
+        };
+        if h["state"] == "never_loaded" {
+            not_ready.push(ep.tenant.clone());
+        }
+        let source = h["source"].as_str().unwrap_or_default().to_owned();
+        by_source.entry(source).or_insert((h, 0)).1 += 1;
+    }
+    not_ready.sort();
+    let feeds = by_source
+        .into_values()
+        .map(|(mut h, n)| {
+            h["tenants"] = serde_json::json!(n);
+            h
+        })
+        .collect();
+    (feeds, not_ready)
 }
 
 /// What the request presents as `Authorization: Bearer <token>`:

@@ -21,6 +21,7 @@ use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
 use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
+use crate::upstream::inventory::source::SourceSpec;
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
 use crate::upstream::relay::{Relay, RelayConfig};
 use serde_json::Value;
@@ -250,7 +251,8 @@ impl ConfigGeneration {
                         .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
                     Arc::new(
                         EmbeddedDealer::load(EmbeddedConfig {
-                            inventory: config.resolve(&e.inventory),
+                            feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
+                            schemas: schemas.clone(),
                             dealer: config.resolve(&e.dealer),
                             leads_file,
                             state_dir: state_dir.clone(),

@@ -4,5 +4,6 @@
 pub mod a2a;
 pub mod client;
 pub mod embedded;
+pub mod inventory;
 pub mod mcp;
 pub mod relay;

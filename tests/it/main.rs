@@ -10,6 +10,7 @@ mod auth;
 mod browser;
 mod contract;
 mod demo;
+mod feeds;
 mod framing;
 mod hostile;
 mod http2;

@@ -284,3 +284,73 @@ pub static ADMIN_REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["reason"],
     )
 });
+
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    r.register(Box::new(g.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
+    g
+}
+
+/// Inventory feed health, one series per feed source (a file path or a URL
+/// without its query); see `aap_gateway::upstream::inventory::source`.
+pub struct FeedMetrics {
+    /// Loads by result: `ok`, `refused` (rejected share or row drop), `failed`
+    /// (unreadable, unparsable or unreachable).
+    pub loads: IntCounterVec,
+    pub last_success: IntGaugeVec,
+    pub last_check: IntGaugeVec,
+    pub vehicles: IntGaugeVec,
+    pub rejected: IntGaugeVec,
+    pub duplicates: IntGaugeVec,
+    pub stale_after: IntGaugeVec,
+}
+
+pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
+    let r = &METRICS.registry;
+    FeedMetrics {
+        loads: counter(
+            r,
+            "aap_feed_loads_total",
+            "Inventory feed loads by source and result (ok, refused, failed)",
+            &["source", "result"],
+        ),
+        last_success: gauge(
+            r,
+            "aap_feed_last_success_timestamp_seconds",
+            "Unix time the source's current inventory was loaded",
+            &["source"],
+        ),
+        last_check: gauge(
+            r,
+            "aap_feed_last_check_timestamp_seconds",
+            "Unix time the source was last reached (changed or not)",
+            &["source"],
+        ),
+        vehicles: gauge(
+            r,
+            "aap_feed_vehicles",
+            "Vehicles in the inventory the source serves",
+            &["source"],
+        ),
+        rejected: gauge(
+            r,
+            "aap_feed_rows_rejected",
+            "Rows rejected in the source's last parsed feed",
+            &["source"],
+        ),
+        duplicates: gauge(
+            r,
+            "aap_feed_rows_duplicate",
+            "Duplicate rows skipped in the source's last parsed feed",
+            &["source"],
+        ),
+        stale_after: gauge(
+            r,
+            "aap_feed_stale_after_seconds",
+            "The source's stale_after_secs: older loads are reported stale",
+            &["source"],
+        ),
+    }
+});

@@ -5,11 +5,13 @@
 //! go straight to the line.
 
 mod defaults;
+mod feed;
 mod leads;
 mod secret;
 mod telemetry;
 mod validate;
 
+pub use feed::FeedConfig;
 pub use leads::{
     AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
 };
@@ -344,7 +346,13 @@ pub struct A2aBackendConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddedBackendConfig {
-    pub inventory: PathBuf,
+    /// A JSON array of AAP vehicles (the same as a `feed` with
+    /// `format = "json"` and `file`). Exactly one of `inventory` and `feed`.
+    #[serde(default)]
+    pub inventory: Option<PathBuf>,
+    /// `[tenants.backend.feed]`: the inventory from a CSV, XML or JSON feed.
+    #[serde(default)]
+    pub feed: Option<FeedConfig>,
     pub dealer: PathBuf,
     /// Default: `<state.dir>/<tenant id>/leads.jsonl`.
     #[serde(default)]
@@ -533,6 +541,7 @@ fn toml_problem(e: &toml::de::Error, text: &str) -> String {
         "cursor_secret",
         "redis_url",
         "headers",
+        "authorization",
     ];
     // Every value under `[telemetry.headers]` is a secret too.
     let in_secret_table = before

@@ -271,7 +271,33 @@ impl Config {
                 at("backend.cursor_ttl_secs")
             ));
         }
-        for (k, p) in [("inventory", &e.inventory), ("dealer", &e.dealer)] {
+        let feed_at = |k: &str| {
+            if k.is_empty() {
+                at("backend.feed")
+            } else {
+                at(&format!("backend.feed.{k}"))
+            }
+        };
+        let mut files = vec![("dealer", &e.dealer)];
+        match (&e.inventory, &e.feed) {
+            (Some(p), None) => files.push(("inventory", p)),
+            (None, Some(f)) => {
+                f.check(&feed_at)?;
+                if let Some(p) = &f.file {
+                    files.push(("feed.file", p));
+                }
+                if let Some(ca) = &f.ca_file {
+                    files.push(("feed.ca_file", ca));
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{}: set exactly one of inventory (a JSON file) and [tenants.backend.feed]",
+                    at("backend.inventory")
+                ))
+            }
+        }
+        for (k, p) in files {
             let full = self.resolve(p);
             if !full.is_file() {
                 return Err(format!(
