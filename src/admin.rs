@@ -152,6 +152,11 @@ impl ProxyHttp for Admin {
             write(session, HttpResponse::json(status, &body)).await?;
             return Ok(true);
         }
+        if let Some(rest) = path.strip_prefix("/admin/tenants/") {
+            let query = session.req_header().uri.query().map(str::to_owned);
+            write(session, tenant_figures(rest, query.as_deref())).await?;
+            return Ok(true);
+        }
         let rt = self.gateway.current();
         let resp = match path.as_str() {
             "/readyz" if crate::shutdown::draining() => HttpResponse::json(
@@ -234,6 +239,52 @@ fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Val
         })
         .collect();
     (feeds, not_ready)
+}
+
+/// Per-tenant figures, which `/metrics` labels only for the tenants `[telemetry]
+/// tenant_metrics` names: `GET /admin/tenants/top?by=requests&n=20` (the `n` highest by
+/// `requests`, `server_errors`, `client_errors`, `throttled` or `duration`) and
+/// `GET /admin/tenants/{id}/stats`. Open like `/metrics` (counts, no request values).
+fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
+    let bad = |msg: String| {
+        HttpResponse::json(
+            400,
+            &serde_json::json!({"error": "bad_request", "message": msg}),
+        )
+    };
+    if rest == "top" {
+        let (mut by, mut n) = (crate::metrics::TopBy::Requests, 20usize);
+        for (k, v) in query
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').unwrap_or((p, "")))
+        {
+            match k {
+                "by" => match crate::metrics::TopBy::parse(v) {
+                    Some(b) => by = b,
+                    None => return bad(format!("by: one of {}", crate::metrics::TopBy::NAMES)),
+                },
+                "n" => match v.parse::<usize>() {
+                    Ok(x) if (1..=1000).contains(&x) => n = x,
+                    _ => return bad("n: a whole number from 1 to 1000".into()),
+                },
+                _ => return bad("unknown parameter; use by= and n=".into()),
+            }
+        }
+        let (top, tenants) = crate::metrics::top_tenants(by, n);
+        return HttpResponse::json(200, &serde_json::json!({"tenants": tenants, "top": top}));
+    }
+    match rest
+        .strip_suffix("/stats")
+        .and_then(crate::metrics::tenant_stats)
+    {
+        Some(stats) => HttpResponse::json(200, &stats),
+        None => HttpResponse::json(
+            404,
+            &serde_json::json!({"error": "not_found", "message": "no such tenant in the configuration being served"}),
+        ),
+    }
 }
 
 /// What the request presents as `Authorization: Bearer <token>`:

@@ -208,7 +208,7 @@ fn main() -> ExitCode {
                     }
                     out.insert(
                         ep.tenant.clone(),
-                        serde_json::json!({ "path": ep.path, "tools": ep.tools }),
+                        serde_json::json!({ "path": ep.path, "tools": ep.tools.tools }),
                     );
                 }
                 if out.is_empty() {

@@ -1,7 +1,7 @@
 //! The composition root: a [`ConfigGeneration`] is everything built from one config — tenants,
 //! endpoints and relays, backends, the shared state — and the DNS lookups its peers need.
 
-use crate::aap::catalog::{self, CatalogOptions};
+use crate::aap::catalog::{CatalogInterner, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
 use crate::aap::publish;
@@ -161,6 +161,8 @@ impl ConfigGeneration {
         let mut metadata: HashMap<String, String> = HashMap::new();
         let mut relays = HashMap::new();
         let mut published = super::publish::Published::default();
+        // One catalog (and its serialized tools/list pages) per distinct shape, shared.
+        let mut catalogs = CatalogInterner::default();
         for t in &config.tenants {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
             let auth = match &t.auth {
@@ -327,8 +329,15 @@ impl ConfigGeneration {
                 host_compat: t.host_compat,
                 idempotency_ttl,
             };
-            let tools =
-                catalog::build(&schemas, &skills, Some(&capabilities), &opts).map_err(err)?;
+            let tools = catalogs
+                .get(
+                    &schemas,
+                    &skills,
+                    Some(&capabilities),
+                    &opts,
+                    t.tools_page_size,
+                )
+                .map_err(err)?;
             if let Some(url) = &t.public_url {
                 // From the skills and capabilities that built `tools`, so the
                 // documents and tools/list cannot disagree.
@@ -426,6 +435,18 @@ impl ConfigGeneration {
             generation,
             addresses,
         })
+    }
+}
+
+impl ConfigGeneration {
+    /// Tell the metrics which tenants this generation serves and which of them get their own
+    /// `tenant` label (`[telemetry] tenant_metrics`), when it is installed.
+    pub fn configure_metrics(&self) {
+        let c = &self.config;
+        let n = c.tenants.len();
+        crate::metrics::configure_tenants(c.tenants.iter().map(|t| t.id.as_str()), |id| {
+            c.telemetry.tenant_metrics.labels(id, n)
+        });
     }
 }
 

@@ -56,6 +56,7 @@ impl Gateway {
         crate::metrics::METRICS
             .config_generation
             .set(runtime.generation as i64);
+        runtime.configure_metrics();
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             loader: None,
@@ -277,6 +278,7 @@ impl Gateway {
             );
         }
         let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)?;
+        rt.configure_metrics();
         self.runtime.store(Arc::new(rt));
         Ok(generation)
     }

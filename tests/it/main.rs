@@ -18,6 +18,7 @@ mod ingress;
 mod lead_path;
 mod limits;
 mod logs;
+mod metrics_scale;
 mod ops;
 mod pipeline;
 mod protocol_details;

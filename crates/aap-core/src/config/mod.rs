@@ -16,7 +16,7 @@ pub use leads::{
     AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
-pub use telemetry::TelemetryConfig;
+pub use telemetry::{TelemetryConfig, TenantMetrics, AUTO_TENANT_LABELS};
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
