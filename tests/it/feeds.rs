@@ -80,6 +80,9 @@ C = "cpo"
 [tenants.backend.feed.values.status]
 "In Stock" = "available"
 Sold = "sold"
+[tenants.backend.feed.values.fuel]
+Gasoline = "gas"
+Electric = "bev"
 "#;
 
 /// The shipped config with the demo tenant's inventory taken from a feed.
