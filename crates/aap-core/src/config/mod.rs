@@ -11,7 +11,8 @@ mod telemetry;
 mod validate;
 
 pub use leads::{
-    AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
+    AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, LeadSinkConfig,
+    SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::TelemetryConfig;
