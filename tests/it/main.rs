@@ -5,6 +5,7 @@
 //! lead_path::` still runs one group.
 
 mod a2a_inbound;
+mod adf;
 mod admin;
 mod auth;
 mod browser;

@@ -3,6 +3,7 @@
 
 use super::Secret;
 use serde::Deserialize;
+use std::path::PathBuf;
 
 /// One delivery target for accepted leads. A tenant may list several; each
 /// lead is delivered to every sink, and each sink's delivery is retried on its own.
@@ -40,6 +41,50 @@ pub struct AdfHttpSinkConfig {
     pub authorization: Option<Secret>,
     #[serde(default = "default_sink_timeout")]
     pub timeout_ms: u64,
+    /// The `Content-Type` of the POST.
+    #[serde(default)]
+    pub content_type: AdfContentType,
+    /// A PEM bundle trusted besides the system roots (a private CA in front of the CRM).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Set when the gateway delivers as a lead network: the ADF `<provider>`.
+    #[serde(default)]
+    pub network: Option<AdfNetworkConfig>,
+}
+
+/// The media types CRMs accept ADF under. A closed list, so the header
+/// value is known to be valid when the config loads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum AdfContentType {
+    #[default]
+    #[serde(rename = "application/xml")]
+    ApplicationXml,
+    #[serde(rename = "text/xml")]
+    TextXml,
+    /// The media type the ADF community suggests (not IETF-registered).
+    #[serde(rename = "application/x-adf+xml")]
+    ApplicationAdfXml,
+}
+
+impl AdfContentType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdfContentType::ApplicationXml => "application/xml",
+            AdfContentType::TextXml => "text/xml",
+            AdfContentType::ApplicationAdfXml => "application/x-adf+xml",
+        }
+    }
+}
+
+/// The lead network the gateway delivers for: its brand is the ADF
+/// `<provider>` name and the buyer agent becomes `<provider><service>`.
+/// Without it the buyer agent (`source_agent`) is the provider (direct delivery).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdfNetworkConfig {
+    pub name: String,
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// How the SMTP connection is secured.
@@ -68,10 +113,18 @@ pub struct AdfEmailSinkConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<Secret>,
+    /// The sender mailbox: `leads@dealer.example` or `Gateway <leads@dealer.example>`.
     pub from: String,
+    /// The CRM's lead inbox(es); at least one.
     pub to: Vec<String>,
     #[serde(default = "default_sink_timeout")]
     pub timeout_ms: u64,
+    /// A PEM bundle trusted besides the system roots for STARTTLS/TLS.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Set when the gateway delivers as a lead network (see [`AdfNetworkConfig`]).
+    #[serde(default)]
+    pub network: Option<AdfNetworkConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -13,7 +13,8 @@ mod validate;
 
 pub use feed::FeedConfig;
 pub use leads::{
-    AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
+    AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, LeadSinkConfig,
+    SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::{TelemetryConfig, TenantMetrics, AUTO_TENANT_LABELS};

@@ -2,8 +2,9 @@
 //! `<key>: <problem>` (texts are matched by tests and docs: change none). No I/O but file checks.
 
 use super::{
-    A2aBackendConfig, BackendConfig, Config, EmbeddedBackendConfig, McpBackendConfig,
-    RateLimitConfig, RelayBackendConfig, StateBackend, TenantConfig, MAX_HEADER_LINES,
+    A2aBackendConfig, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, BackendConfig,
+    Config, EmbeddedBackendConfig, LeadSinkConfig, McpBackendConfig, RateLimitConfig,
+    RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, MAX_HEADER_LINES,
     MAX_SHUTDOWN_SECS,
 };
 use crate::auth::AuthConfig;
@@ -307,8 +308,199 @@ impl Config {
                 ));
             }
         }
+        // The ADF sinks' own keys (the sink list as a whole: names, kinds, is
+        // checked with the outbox).
+        for (i, sink) in e.sinks.iter().enumerate() {
+            let at_sink = |k: &str| at(&format!("backend.sinks[{i}].{k}"));
+            match sink {
+                LeadSinkConfig::AdfHttp(c) => self.validate_adf_http(&at_sink, c)?,
+                LeadSinkConfig::AdfEmail(c) => self.validate_adf_email(&at_sink, c)?,
+                LeadSinkConfig::Webhook(_) => {}
+            }
+        }
         Ok(())
     }
+
+    /// `[[tenants.backend.sinks]]` with `kind = "adf_http"`.
+    fn validate_adf_http(&self, at: At<'_>, c: &AdfHttpSinkConfig) -> Result<(), String> {
+        check_sink_name(at, &c.name)?;
+        if !is_http_url(&c.url) {
+            return Err(format!(
+                "{}: must be an absolute http:// or https:// URL",
+                at("url")
+            ));
+        }
+        if let Some(a) = &c.authorization {
+            if a.expose().is_empty()
+                || !a
+                    .expose()
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+            {
+                return Err(format!(
+                    "{}: must be a non-empty header value of printable ASCII",
+                    at("authorization")
+                ));
+            }
+        }
+        check_sink_timeout(at, c.timeout_ms)?;
+        self.check_sink_ca(at, c.ca_file.as_deref())?;
+        check_network(at, c.network.as_ref())
+    }
+
+    /// `[[tenants.backend.sinks]]` with `kind = "adf_email"`.
+    fn validate_adf_email(&self, at: At<'_>, c: &AdfEmailSinkConfig) -> Result<(), String> {
+        check_sink_name(at, &c.name)?;
+        if c.host.is_empty()
+            || c.host.contains("://")
+            || c.host
+                .contains(|ch: char| ch.is_whitespace() || ch == '/' || ch == '@')
+        {
+            return Err(format!(
+                "{}: must be a host name or IP address (no scheme, port or path)",
+                at("host")
+            ));
+        }
+        if c.port == 0 {
+            return Err(format!("{}: must be 1-65535", at("port")));
+        }
+        match (&c.username, &c.password) {
+            (Some(_), None) => {
+                return Err(format!("{}: is required with username", at("password")))
+            }
+            (None, Some(_)) => {
+                return Err(format!("{}: is required with password", at("username")))
+            }
+            (Some(u), Some(p)) => {
+                if u.is_empty() || p.expose().is_empty() {
+                    return Err(format!(
+                        "{}: username and password must not be empty",
+                        at("username")
+                    ));
+                }
+                // Credentials in clear text only to a relay on this machine.
+                if c.security == SmtpSecurity::None && !is_loopback_host(&c.host) {
+                    return Err(format!(
+                        "{}: \"none\" would send the password unencrypted; use starttls or tls, or a relay on loopback",
+                        at("security")
+                    ));
+                }
+            }
+            (None, None) => {}
+        }
+        if !is_mailbox(&c.from) {
+            return Err(format!(
+                "{}: must be an e-mail address (addr@host or Name <addr@host>)",
+                at("from")
+            ));
+        }
+        if c.to.is_empty() {
+            return Err(format!("{}: needs at least one address", at("to")));
+        }
+        for (j, to) in c.to.iter().enumerate() {
+            if !is_mailbox(to) {
+                return Err(format!(
+                    "{}: must be an e-mail address (addr@host or Name <addr@host>)",
+                    at(&format!("to[{j}]"))
+                ));
+            }
+        }
+        check_sink_timeout(at, c.timeout_ms)?;
+        self.check_sink_ca(at, c.ca_file.as_deref())?;
+        check_network(at, c.network.as_ref())
+    }
+
+    fn check_sink_ca(&self, at: At<'_>, ca: Option<&std::path::Path>) -> Result<(), String> {
+        match ca {
+            Some(p) if !self.resolve(p).is_file() => Err(format!(
+                "{}: file {} does not exist",
+                at("ca_file"),
+                self.resolve(p).display()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A sink's `name`: it labels metrics and logs.
+fn check_sink_name(at: At<'_>, name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!(
+            "{}: 1-64 characters of letters, digits, '-', '_' or '.'",
+            at("name")
+        ));
+    }
+    Ok(())
+}
+
+/// One delivery attempt may take from 1 ms to 5 minutes.
+fn check_sink_timeout(at: At<'_>, ms: u64) -> Result<(), String> {
+    if ms == 0 || ms > 300_000 {
+        return Err(format!("{}: must be 1-300000", at("timeout_ms")));
+    }
+    Ok(())
+}
+
+fn check_network(at: At<'_>, n: Option<&AdfNetworkConfig>) -> Result<(), String> {
+    let Some(n) = n else { return Ok(()) };
+    if n.name.trim().is_empty() {
+        return Err(format!("{}: must not be empty", at("network.name")));
+    }
+    if let Some(u) = &n.url {
+        if !is_http_url(u) {
+            return Err(format!(
+                "{}: must be an absolute http:// or https:// URL",
+                at("network.url")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `http[s]://host…` with a non-empty host and no whitespace.
+fn is_http_url(u: &str) -> bool {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"));
+    match rest {
+        Some(r) => {
+            let host = r.split(['/', '?', '#']).next().unwrap_or("");
+            !host.is_empty() && !host.contains('@') && !u.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+fn is_loopback_host(h: &str) -> bool {
+    h.eq_ignore_ascii_case("localhost")
+        || h.trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `addr@host` or `Display Name <addr@host>`, with no line break anywhere
+/// (the value ends up in a mail header).
+fn is_mailbox(s: &str) -> bool {
+    if s.contains(['\r', '\n']) {
+        return false;
+    }
+    let s = s.trim();
+    let addr = match s.rfind('<') {
+        Some(open) if s.ends_with('>') => &s[open + 1..s.len() - 1],
+        Some(_) => return false,
+        None => s,
+    };
+    email_address::EmailAddress::parse_with_options(
+        addr,
+        email_address::Options::default().with_required_tld(),
+    )
+    .is_ok()
+        && !addr.contains(['<', '>'])
 }
 
 /// A tenant's `id` and `path`, unique across tenants.
@@ -695,5 +887,52 @@ mod tests {
             let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
             assert!(e.contains(key), "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn adf_sink_errors_name_the_key() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+        let head = format!(
+            "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\nkind = \"embedded\"\ninventory = \"{}\"\ndealer = \"{}\"\n[[tenants.backend.sinks]]\n",
+            data.join("demo-inventory.json").display(),
+            data.join("demo-dealer.json").display()
+        );
+        let http = "kind = \"adf_http\"\nname = \"crm\"\n";
+        let mail = "kind = \"adf_email\"\nname = \"inbox\"\nhost = \"smtp.example.com\"\nfrom = \"Gateway <leads@dealer.example>\"\n";
+        let good = [
+            format!("{http}url = \"https://crm.example/adf\"\ncontent_type = \"text/xml\"\n[tenants.backend.sinks.network]\nname = \"Lead Net\"\n"),
+            format!("{mail}to = [\"crm@dealer.example\"]\nusername = \"u\"\npassword = \"p\"\n"),
+            format!("{mail}to = [\"crm@dealer.example\"]\nsecurity = \"tls\"\nport = 465\n"),
+        ];
+        for body in good {
+            let c = parse(&format!("{head}{body}")).unwrap_or_else(|e| panic!("{body}: {e}"));
+            match &c.tenants[0].backend {
+                BackendConfig::Embedded(e) => assert_eq!(e.sinks.len(), 1),
+                _ => panic!("embedded"),
+            }
+        }
+        for (body, key) in [
+            (format!("{http}url = \"ftp://crm.example\"\n"), "tenants[0].backend.sinks[0].url"),
+            (format!("{http}url = \"https://\"\n"), "sinks[0].url"),
+            (format!("{http}url = \"https://x\"\ntimeout_ms = 0\n"), "sinks[0].timeout_ms"),
+            (format!("{http}url = \"https://x\"\nca_file = \"/nonexistent/ca.pem\"\n"), "sinks[0].ca_file"),
+            (format!("{http}url = \"https://x\"\nauthorization = \"a\\nb\"\n"), "sinks[0].authorization"),
+            (format!("{http}url = \"https://x\"\ncontent_type = \"text/html\"\n"), "unknown variant `text/html`"),
+            ("kind = \"adf_http\"\nname = \"\"\nurl = \"https://x\"\n".to_string(), "sinks[0].name"),
+            (format!("{mail}to = []\n"), "sinks[0].to"),
+            (format!("{mail}to = [\"not-an-address\"]\n"), "sinks[0].to[0]"),
+            (format!("{mail}to = [\"a@b.example\"]\npassword = \"p\"\n"), "sinks[0].username"),
+            (format!("{mail}to = [\"a@b.example\"]\nusername = \"u\"\n"), "sinks[0].password"),
+            (format!("{mail}to = [\"a@b.example\"]\nusername = \"u\"\npassword = \"p\"\nsecurity = \"none\"\n"), "sinks[0].security"),
+            (format!("{mail}to = [\"a@b.example\"]\nport = 0\n"), "sinks[0].port"),
+            ("kind = \"adf_email\"\nname = \"m\"\nhost = \"smtp://x\"\nfrom = \"a@b.example\"\nto = [\"a@b.example\"]\n".to_string(), "sinks[0].host"),
+            ("kind = \"adf_email\"\nname = \"m\"\nhost = \"x\"\nfrom = \"a@b.example\\r\\nBcc: c@d.example\"\nto = [\"a@b.example\"]\n".to_string(), "sinks[0].from"),
+        ] {
+            let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
+            assert!(e.contains(key), "{body}: {e}");
+        }
+        // Plain SMTP with credentials is fine to a relay on loopback.
+        let body = "kind = \"adf_email\"\nname = \"m\"\nhost = \"127.0.0.1\"\nfrom = \"a@b.example\"\nto = [\"a@b.example\"]\nsecurity = \"none\"\nusername = \"u\"\npassword = \"p\"\n";
+        parse(&format!("{head}{body}")).unwrap_or_else(|e| panic!("{e}"));
     }
 }
