@@ -18,6 +18,7 @@ mod lead_path;
 mod limits;
 mod logs;
 mod ops;
+mod outbox;
 mod pipeline;
 mod protocol_details;
 mod publish;

@@ -11,7 +11,8 @@ mod telemetry;
 mod validate;
 
 pub use leads::{
-    AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
+    validate_sinks, AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, OutboxConfig,
+    SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::TelemetryConfig;
@@ -362,6 +363,10 @@ pub struct EmbeddedBackendConfig {
     /// none: leads are only recorded in the leads file.
     #[serde(default)]
     pub sinks: Vec<LeadSinkConfig>,
+    /// Retry and dead-letter policy of the durable outbox that delivers
+    /// leads to `sinks` (`[tenants.backend.outbox]`).
+    #[serde(default)]
+    pub outbox: OutboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -281,7 +281,8 @@ impl Config {
                 ));
             }
         }
-        Ok(())
+        super::validate_sinks(&e.sinks, &at("backend.sinks"))?;
+        e.outbox.validate(&at("backend.outbox"))
     }
 }
 
