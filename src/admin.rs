@@ -110,7 +110,8 @@ impl ProxyHttp for Admin {
         // Reading is open (/healthz, /readyz, /metrics); anything else
         // (POST /reload, POST /idempotency/resolve and whatever is added
         // later) needs the admin token.
-        if !matches!(method.as_str(), "GET" | "HEAD") {
+        // `/admin/…` (lead dead letters and redrive) needs it for every method.
+        if !matches!(method.as_str(), "GET" | "HEAD") || path.starts_with("/admin/") {
             let rt = self.gateway.current();
             let presented = bearer(session.req_header());
             if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {
@@ -157,6 +158,10 @@ impl ProxyHttp for Admin {
             write(session, tenant_figures(rest, query.as_deref())).await?;
             return Ok(true);
         }
+        if let Some(resp) = leads_admin(&method, &path, session.req_header().uri.query()).await {
+            write(session, resp).await?;
+            return Ok(true);
+        }
         let rt = self.gateway.current();
         let resp = match path.as_str() {
             "/readyz" if crate::shutdown::draining() => HttpResponse::json(
@@ -168,6 +173,7 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/metrics" => {
+                crate::leads::outbox::refresh_gauges();
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
                 r.body = Bytes::from(crate::metrics::render());
@@ -285,6 +291,34 @@ fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
             &serde_json::json!({"error": "not_found", "message": "no such tenant in the configuration being served"}),
         ),
     }
+}
+
+/// The lead outbox's admin endpoints (see `crate::leads::outbox`); `None`
+/// for any other path. The journal writes of a redrive are fsync'd: they
+/// run on a blocking thread.
+async fn leads_admin(method: &str, path: &str, query: Option<&str>) -> Option<HttpResponse> {
+    let query = query.map(str::to_owned);
+    let (status, body) = match (method, path) {
+        ("GET", "/admin/leads/dead-letters") => {
+            crate::leads::outbox::admin_dead_letters(query.as_deref())
+        }
+        ("POST", "/admin/leads/redrive") => tokio::task::spawn_blocking(move || {
+            crate::leads::outbox::admin_redrive(query.as_deref())
+        })
+        .await
+        .unwrap_or_else(|_| {
+            (
+                500,
+                serde_json::json!({"error": "internal", "reason": "redrive stopped"}),
+            )
+        }),
+        (_, "/admin/leads/dead-letters" | "/admin/leads/redrive") => (
+            405,
+            serde_json::json!({"error": "method_not_allowed", "reason": "GET /admin/leads/dead-letters, POST /admin/leads/redrive"}),
+        ),
+        _ => return None,
+    };
+    Some(HttpResponse::json(status, &body))
 }
 
 /// What the request presents as `Authorization: Bearer <token>`:

@@ -251,6 +251,14 @@ impl ConfigGeneration {
                         .as_ref()
                         .map(|p| config.resolve(p))
                         .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
+                    let outbox = crate::leads::outbox::attach(
+                        &t.id,
+                        &leads_file,
+                        &state_dir,
+                        &e.sinks,
+                        &e.outbox,
+                    )
+                    .map_err(|e| err(e.to_string()))?;
                     Arc::new(
                         EmbeddedDealer::load(EmbeddedConfig {
                             feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
@@ -260,6 +268,7 @@ impl ConfigGeneration {
                             state_dir: state_dir.clone(),
                             shared: (config.state.backend == StateBackend::Redis)
                                 .then(|| tenant_state.clone()),
+                            outbox,
                             default_limit: e.default_limit,
                             max_limit: e.max_limit,
                             cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),

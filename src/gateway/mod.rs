@@ -277,9 +277,12 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)?;
+        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)
+            .inspect_err(|_| crate::leads::outbox::discard_staged())?;
         rt.configure_metrics();
         self.runtime.store(Arc::new(rt));
+        // The tenants' lead outboxes take the new sinks only now.
+        crate::leads::outbox::commit_staged();
         Ok(generation)
     }
 }

@@ -2,8 +2,11 @@
 //! implements, and the [`Lead`] an accepted `aap_lead_submit` becomes once it is durably recorded.
 
 pub mod adf_http;
+pub mod outbox;
 pub mod post;
+pub mod sinks;
 pub mod smtp;
+pub mod webhook;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

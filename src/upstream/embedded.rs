@@ -35,6 +35,10 @@ pub struct EmbeddedConfig {
     /// Shared state (Redis): leads are recorded there, atomically with the
     /// completion of their idempotency claim; the leads file is a local copy.
     pub shared: Option<Arc<dyn SharedState>>,
+    /// The tenant's lead outbox (`[[tenants.backend.sinks]]` configured):
+    /// each accepted lead's line names the sinks it is owed to, and the
+    /// outbox delivers it once the line is durable.
+    pub outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
     pub default_limit: usize,
     pub max_limit: usize,
     pub cursor: CursorCodec,
@@ -50,6 +54,7 @@ pub struct EmbeddedDealer {
     cursor: CursorCodec,
     leads: Arc<LeadLog>,
     shared: Option<Arc<dyn SharedState>>,
+    outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +100,7 @@ impl EmbeddedDealer {
             cursor: cfg.cursor,
             leads: Arc::new(leads),
             shared: cfg.shared,
+            outbox: cfg.outbox,
         })
     }
 
@@ -144,12 +150,14 @@ impl EmbeddedDealer {
             }
         }
         // A lead about a unit that has left stock cannot be honoured.
+        let mut listing = None;
         if let Some(voi) = call.request.value().get("vehicle_of_interest") {
             let inventory = self.inventory();
             let unit = ["vin", "stock", "vehicle_id"].into_iter().find_map(|k| {
                 let id = voi.get(k).and_then(Value::as_str)?;
                 inventory.as_deref()?.find(k, id)
             });
+            listing = unit.cloned();
             if let Some(unit) = unit {
                 if !is_listed(unit) {
                     return Ok(aap_error(
@@ -183,7 +191,7 @@ impl EmbeddedDealer {
             "data": data,
             "message": format!("{} received this inquiry. A sales advisor will follow up only through the channels the buyer allowed.", self.dealer_name()),
         });
-        let record = json!({
+        let mut record = json!({
             "lead_id": lead_id,
             "tenant": call.tenant,
             "received_at": now_rfc3339(),
@@ -191,18 +199,44 @@ impl EmbeddedDealer {
             "request": call.request.value(),
             "response": response,
         });
+        // With sinks: the line is the outbox's enqueue (see `leads::outbox`).
+        let sinks = self
+            .outbox
+            .as_ref()
+            .map(|o| o.sink_names())
+            .unwrap_or_default();
+        if !sinks.is_empty() {
+            record["dealer"] = self.dealer.clone();
+            record["vehicle"] = listing.unwrap_or(Value::Null);
+            record["sinks"] = json!(sinks);
+        }
         if let Some(state) = &self.shared {
             return self
-                .record_shared(state.as_ref(), log, call, record, response)
+                .record_shared(state.as_ref(), log, call, record, response, &sinks)
                 .await;
         }
         let r = call.idempotency_ref.map(str::to_owned);
         let stored = response.clone();
-        tokio::task::spawn_blocking(move || log.append(&record, r, stored))
+        let line = record.clone();
+        tokio::task::spawn_blocking(move || log.append(&line, r, stored))
             .await
             .map_err(|e| BackendError::Unavailable(format!("lead writer stopped: {e}")))?
             .map_err(BackendError::Unavailable)?;
+        self.enqueue(record, &sinks);
         Ok(response)
+    }
+
+    /// The lead's line is durable: hand it to the outbox (when it has sinks).
+    fn enqueue(&self, record: Value, sinks: &[String]) {
+        let Some(outbox) = &self.outbox else { return };
+        if sinks.is_empty() {
+            return;
+        }
+        match serde_json::from_value::<crate::leads::Lead>(record) {
+            Ok(lead) => outbox.enqueued(lead, sinks),
+            // Unreachable: the record is built above with every field.
+            Err(e) => tracing::error!(error = %e, "lead record does not make a Lead"),
+        }
     }
 
     /// Shared state: the lead is recorded in the store in the same step that
@@ -216,6 +250,7 @@ impl EmbeddedDealer {
         call: &SkillCall<'_>,
         record: Value,
         response: Value,
+        sinks: &[String],
     ) -> Result<Value, BackendError> {
         let (Some(r), Some(claim)) = (call.idempotency_ref, call.claim) else {
             return Err(BackendError::Unavailable(
@@ -227,13 +262,17 @@ impl EmbeddedDealer {
             .await
         {
             Ok(LeadRecorded::Recorded) => {
+                let line = record.clone();
                 let copy =
-                    tokio::task::spawn_blocking(move || log.append(&record, None, Value::Null))
+                    tokio::task::spawn_blocking(move || log.append(&line, None, Value::Null))
                         .await
                         .map_err(|e| e.to_string())
                         .and_then(|r| r);
-                if let Err(e) = copy {
-                    tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead recorded in shared state; local leads file copy failed");
+                match copy {
+                    Ok(()) => self.enqueue(record, sinks),
+                    Err(e) => {
+                        tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, undelivered = !sinks.is_empty(), "lead recorded in shared state; local leads file copy failed (with sinks: the lead is not in this instance's outbox)");
+                    }
                 }
                 Ok(response)
             }

@@ -21,6 +21,7 @@ mod limits;
 mod logs;
 mod metrics_scale;
 mod ops;
+mod outbox;
 mod pipeline;
 mod protocol_details;
 mod publish;

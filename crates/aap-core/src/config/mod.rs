@@ -13,7 +13,8 @@ mod validate;
 
 pub use feed::FeedConfig;
 pub use leads::{
-    AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, LeadSinkConfig,
+    validate_sinks, AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig,
+    LeadSinkConfig, OutboxConfig,
     SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
@@ -371,6 +372,10 @@ pub struct EmbeddedBackendConfig {
     /// none: leads are only recorded in the leads file.
     #[serde(default)]
     pub sinks: Vec<LeadSinkConfig>,
+    /// Retry and dead-letter policy of the durable outbox that delivers
+    /// leads to `sinks` (`[tenants.backend.outbox]`).
+    #[serde(default)]
+    pub outbox: OutboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]

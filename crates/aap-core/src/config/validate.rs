@@ -318,12 +318,12 @@ impl Config {
                 LeadSinkConfig::Webhook(_) => {}
             }
         }
-        Ok(())
+        super::validate_sinks(&e.sinks, &at("backend.sinks"))?;
+        e.outbox.validate(&at("backend.outbox"))
     }
 
     /// `[[tenants.backend.sinks]]` with `kind = "adf_http"`.
     fn validate_adf_http(&self, at: At<'_>, c: &AdfHttpSinkConfig) -> Result<(), String> {
-        check_sink_name(at, &c.name)?;
         if !is_http_url(&c.url) {
             return Err(format!(
                 "{}: must be an absolute http:// or https:// URL",
@@ -350,7 +350,6 @@ impl Config {
 
     /// `[[tenants.backend.sinks]]` with `kind = "adf_email"`.
     fn validate_adf_email(&self, at: At<'_>, c: &AdfEmailSinkConfig) -> Result<(), String> {
-        check_sink_name(at, &c.name)?;
         if c.host.is_empty()
             || c.host.contains("://")
             || c.host
@@ -420,22 +419,6 @@ impl Config {
             _ => Ok(()),
         }
     }
-}
-
-/// A sink's `name`: it labels metrics and logs.
-fn check_sink_name(at: At<'_>, name: &str) -> Result<(), String> {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        return Err(format!(
-            "{}: 1-64 characters of letters, digits, '-', '_' or '.'",
-            at("name")
-        ));
-    }
-    Ok(())
 }
 
 /// One delivery attempt may take from 1 ms to 5 minutes.
