@@ -177,15 +177,28 @@ impl ProxyHttp for Admin {
                     "pid": std::process::id(),
                 }),
             ),
-            "/readyz" => HttpResponse::json(
-                200,
-                &serde_json::json!({
+            "/readyz" => {
+                let mut body = serde_json::json!({
                     "status": "ready",
                     "pid": std::process::id(),
                     "config_generation": rt.generation,
                     "tenants": rt.endpoints.len() + rt.relays.len(),
-                }),
-            ),
+                });
+                // A cluster whose names do not resolve yet fails only its own
+                // tenants' requests: it is reported, not made the whole
+                // gateway's readiness (one dealer's upstream must not take
+                // every other dealer out of rotation).
+                let waiting: Vec<serde_json::Value> = crate::upstream::cluster::registry()
+                    .status()
+                    .into_iter()
+                    .filter(|c| !c.ready)
+                    .map(|c| serde_json::json!({"cluster": c.name, "reason": c.reason}))
+                    .collect();
+                if !waiting.is_empty() {
+                    body["clusters_not_ready"] = serde_json::Value::Array(waiting);
+                }
+                HttpResponse::json(200, &body)
+            }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),
         };
         write(session, resp).await?;
