@@ -83,7 +83,12 @@ impl ConfigGeneration {
     /// Build for `run`, before the server starts. Host names are resolved
     /// in the background by each cluster (`upstream::cluster`), never here.
     pub fn start(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        Self::build_from(config, generation, None, crate::upstream::cluster::registry())
+        Self::build_from(
+            config,
+            generation,
+            None,
+            crate::upstream::cluster::registry(),
+        )
     }
 
     /// Build a runtime; on reload, `previous` lends what must outlive a

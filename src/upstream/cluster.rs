@@ -112,7 +112,10 @@ pub fn inline_name(c: &ClusterConfig) -> String {
         c.pool_idle_timeout_secs,
         c.dns_refresh_secs
     );
-    format!("inline-{}", &hex::encode(Sha256::digest(key.as_bytes()))[..12])
+    format!(
+        "inline-{}",
+        &hex::encode(Sha256::digest(key.as_bytes()))[..12]
+    )
 }
 
 impl Registry {
@@ -221,8 +224,11 @@ impl Registry {
 /// One lookup of `host:port`: every address, in the resolver's order,
 /// without duplicates.
 async fn lookup(host: String, port: u16) -> Result<Vec<SocketAddr>, String> {
-    let found =
-        tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host.as_str(), port))).await;
+    let found = tokio::time::timeout(
+        LOOKUP_TIMEOUT,
+        tokio::net::lookup_host((host.as_str(), port)),
+    )
+    .await;
     match found {
         Err(_) => Err(format!(
             "cannot resolve {host}: no answer within {} s",

@@ -8,6 +8,7 @@ mod a2a_inbound;
 mod admin;
 mod auth;
 mod browser;
+mod clusters;
 mod contract;
 mod demo;
 mod framing;

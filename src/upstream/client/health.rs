@@ -137,10 +137,16 @@ impl ClusterStats {
     /// A new peer set of `n` addresses (presumed healthy until checked).
     pub(crate) fn peers(&self, n: usize) {
         let f = &*FAMILIES;
-        self.0.down.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.0
+            .down
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         f.peers.with_label_values(&self.label()).set(n as i64);
         f.healthy.with_label_values(&self.label()).set(n as i64);
-        f.ready.with_label_values(&self.label()).set(i64::from(n > 0));
+        f.ready
+            .with_label_values(&self.label())
+            .set(i64::from(n > 0));
     }
 
     pub(crate) fn connected(&self, reused: bool) {

@@ -41,6 +41,7 @@ pub use stream::{Streamed, StreamedBody};
 
 use crate::backend::BackendError;
 use crate::telemetry::ClientSpan;
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use pingora::connectors::TransportConnector;
 use pingora::lb::health_check::TcpHealthCheck;
@@ -51,7 +52,6 @@ use pingora::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use arc_swap::ArcSwap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -209,9 +209,9 @@ impl Client {
         };
         let (resolved, _) = tokio::sync::watch::channel(!cfg.awaits_resolution);
         let client = Client {
-            connector: TransportConnector::new(Some(
-                pingora::connectors::ConnectorOptions::new(cfg.pool_size),
-            )),
+            connector: TransportConnector::new(Some(pingora::connectors::ConnectorOptions::new(
+                cfg.pool_size,
+            ))),
             table: ArcSwap::from_pointee(empty),
             failed: Mutex::new(HashMap::new()),
             resolved,
@@ -332,11 +332,7 @@ impl Client {
         self.await_peers().await;
         let mut tried = Vec::new();
         let mut last: Option<Failure> = None;
-        let attempts = if req.retryable {
-            self.peer_count()
-        } else {
-            1
-        };
+        let attempts = if req.retryable { self.peer_count() } else { 1 };
         while tried.len() < attempts {
             let Some(i) = self.pick(&tried) else { break };
             tried.push(i);

@@ -41,7 +41,11 @@ impl Config {
                 ));
             }
             if !names.insert(c.name.as_str()) {
-                return Err(format!("{}: cluster {:?} is defined twice", at("name"), c.name));
+                return Err(format!(
+                    "{}: cluster {:?} is defined twice",
+                    at("name"),
+                    c.name
+                ));
             }
             check_peers(&|k: &str| at(k.trim_start_matches("backend.")), &c.peers)?;
             check_timeouts(
@@ -319,20 +323,36 @@ impl Config {
             BackendConfig::Mcp(m) => (
                 &m.peers,
                 &m.cluster,
-                [m.connect_timeout_ms, m.request_timeout_ms, m.health_check_interval_ms],
+                [
+                    m.connect_timeout_ms,
+                    m.request_timeout_ms,
+                    m.health_check_interval_ms,
+                ],
             ),
             BackendConfig::A2a(a) => (
                 &a.peers,
                 &a.cluster,
-                [a.connect_timeout_ms, a.request_timeout_ms, a.health_check_interval_ms],
+                [
+                    a.connect_timeout_ms,
+                    a.request_timeout_ms,
+                    a.health_check_interval_ms,
+                ],
             ),
             BackendConfig::Relay(r) => (
                 &r.peers,
                 &r.cluster,
-                [r.connect_timeout_ms, r.request_timeout_ms, r.health_check_interval_ms],
+                [
+                    r.connect_timeout_ms,
+                    r.request_timeout_ms,
+                    r.health_check_interval_ms,
+                ],
             ),
         };
-        let keys = ["connect_timeout_ms", "request_timeout_ms", "health_check_interval_ms"];
+        let keys = [
+            "connect_timeout_ms",
+            "request_timeout_ms",
+            "health_check_interval_ms",
+        ];
         match cluster {
             Some(name) => {
                 if !self.clusters.iter().any(|c| &c.name == name) {
