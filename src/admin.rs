@@ -211,6 +211,19 @@ impl ProxyHttp for Admin {
                     body["not_ready"] = serde_json::json!(not_ready);
                     body["reason"] = serde_json::json!("the inventory feed of the tenants in not_ready has never loaded (see feeds[].last_error)");
                 }
+                // A cluster whose names do not resolve yet fails only its own
+                // tenants' requests: it is reported, not made the whole
+                // gateway's readiness (one dealer's upstream must not take
+                // every other dealer out of rotation).
+                let waiting: Vec<serde_json::Value> = crate::upstream::cluster::registry()
+                    .status()
+                    .into_iter()
+                    .filter(|c| !c.ready)
+                    .map(|c| serde_json::json!({"cluster": c.name, "reason": c.reason}))
+                    .collect();
+                if !waiting.is_empty() {
+                    body["clusters_not_ready"] = serde_json::Value::Array(waiting);
+                }
                 HttpResponse::json(code, &body)
             }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),

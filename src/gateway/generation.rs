@@ -1,5 +1,5 @@
 //! The composition root: a [`ConfigGeneration`] is everything built from one config — tenants,
-//! endpoints and relays, backends, the shared state — and the DNS lookups its peers need.
+//! endpoints and relays, backends (their upstream clients from `upstream::cluster`), the shared state.
 
 use crate::aap::catalog::{CatalogInterner, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
@@ -19,7 +19,8 @@ use crate::state::local::LocalState;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
-use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
+use crate::upstream::client::{Client, PeerSpec};
+use crate::upstream::cluster::Registry;
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::inventory::source::SourceSpec;
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
@@ -44,8 +45,6 @@ pub struct ConfigGeneration {
     /// The discovery documents of every tenant with a `public_url`.
     pub published: super::publish::Published,
     pub generation: u64,
-    /// The peer addresses this generation was built with.
-    pub addresses: Addresses,
 }
 
 /// A tenant that relays every MCP request to one upstream server.
@@ -76,53 +75,35 @@ impl RelayTenant {
 pub struct BuildError(pub String);
 
 impl ConfigGeneration {
-    /// Build without looking up any host name (for `check` and `catalog`):
-    /// peers named by host name get no address, so nothing can be sent.
+    /// Build without connecting or looking up any host name (for `check`
+    /// and `catalog`): clients from an offline registry.
     pub fn build(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        Self::build_from(config, generation, None, Addresses::offline())
+        Self::build_from(config, generation, None, &Registry::offline())
     }
 
-    /// Resolve the peers' host names (tokio's resolver, on a short-lived
-    /// runtime of its own), then build: for `run`, before the server starts.
+    /// Build for `run`, before the server starts. Host names are resolved
+    /// in the background by each cluster (`upstream::cluster`), never here.
     pub fn start(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BuildError(format!("cannot start the resolver: {e}")))?;
-        let addresses = rt.block_on(resolve_peers(&config));
-        // A lookup that timed out may still sit in a blocking thread: do
-        // not wait for it.
-        rt.shutdown_background();
-        let addresses = addresses?;
-        Self::build_from(config, generation, None, addresses)
+        Self::build_from(
+            config,
+            generation,
+            None,
+            crate::upstream::cluster::registry(),
+        )
     }
 
     /// Build a runtime; on reload, `previous` lends what must outlive a
     /// config generation: the shared state, unchanged backends (their lead
-    /// logs and cursor keys) and legacy sessions. `addresses` holds the
-    /// peers' looked-up addresses ([`resolve_peers`]); a backend whose
-    /// addresses changed is rebuilt.
+    /// logs and cursor keys) and legacy sessions. Upstream clients come from
+    /// `clusters`, which keeps a cluster's client while its settings stay.
     pub fn build_from(
         config: Config,
         generation: u64,
         previous: Option<&ConfigGeneration>,
-        addresses: Addresses,
+        clusters: &Registry,
     ) -> Result<ConfigGeneration, BuildError> {
-        let addrs_of = |a: &Addresses, peers: &[String]| {
-            let specs: Vec<PeerSpec> = peers
-                .iter()
-                .filter_map(|p| PeerSpec::parse(p).ok())
-                .collect();
-            a.peers(&specs)
-                .map(|v| v.into_iter().map(|p| p.addr).collect::<Vec<_>>())
-                .ok()
-        };
-        let same_addrs = |p: &ConfigGeneration, old: &BackendConfig, new: &BackendConfig| match (
-            backend_peers(old),
-            backend_peers(new),
-        ) {
-            (Some(o), Some(n)) => addrs_of(&p.addresses, o) == addrs_of(&addresses, n),
-            _ => true,
+        let same_addrs = |p: &ConfigGeneration, old: &BackendConfig, new: &BackendConfig| {
+            p.config.cluster_of(old) == config.cluster_of(new)
         };
         let schemas = Arc::new(
             match &config.schemas.dir {
@@ -167,7 +148,7 @@ impl ConfigGeneration {
             let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
             let auth = match &t.auth {
                 Some(a) => Some(Arc::new(
-                    Authenticator::new(a.clone(), key_source(&config, a, &addresses).map_err(err)?)
+                    Authenticator::new(a.clone(), key_source(&config, a, clusters).map_err(err)?)
                         .map_err(err)?,
                 )),
                 None => None,
@@ -186,14 +167,7 @@ impl ConfigGeneration {
                     Some(r) => r,
                     None => Arc::new(
                         Relay::new(RelayConfig {
-                            client: client_config(
-                                &addresses,
-                                &r.peers,
-                                r.connect_timeout_ms,
-                                r.request_timeout_ms,
-                                r.health_check_interval_ms,
-                            )
-                            .map_err(err)?,
+                            client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
                             path: r.path.clone(),
                             bearer_token: r.bearer_token.clone(),
                             max_json_depth: config.limits.max_json_depth,
@@ -278,14 +252,7 @@ impl ConfigGeneration {
                 }
                 (BackendConfig::Mcp(m), None) => Arc::new(
                     McpUpstream::new(McpUpstreamConfig {
-                        client: client_config(
-                            &addresses,
-                            &m.peers,
-                            m.connect_timeout_ms,
-                            m.request_timeout_ms,
-                            m.health_check_interval_ms,
-                        )
-                        .map_err(err)?,
+                        client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
                         path: m.path.clone(),
                         revision: match m.revision.as_str() {
                             "2026-07-28" => RevisionMode::Modern,
@@ -303,14 +270,7 @@ impl ConfigGeneration {
                 (BackendConfig::Relay(_), None) => continue,
                 (BackendConfig::A2a(a), None) => Arc::new(
                     A2aUpstream::new(A2aUpstreamConfig {
-                        client: client_config(
-                            &addresses,
-                            &a.peers,
-                            a.connect_timeout_ms,
-                            a.request_timeout_ms,
-                            a.health_check_interval_ms,
-                        )
-                        .map_err(err)?,
+                        client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
                         path: a.path.clone(),
                         card_path: a.card_path.clone(),
                         extension_uri: a.extension_uri.clone(),
@@ -442,7 +402,6 @@ impl ConfigGeneration {
             metadata,
             published,
             generation,
-            addresses,
         })
     }
 }
@@ -456,16 +415,6 @@ impl ConfigGeneration {
         crate::metrics::configure_tenants(c.tenants.iter().map(|t| t.id.as_str()), |id| {
             c.telemetry.tenant_metrics.labels(id, n)
         });
-    }
-}
-
-/// The peers a forwarding backend names (`None` for the embedded one).
-fn backend_peers(b: &BackendConfig) -> Option<&[String]> {
-    match b {
-        BackendConfig::Embedded(_) => None,
-        BackendConfig::Mcp(m) => Some(&m.peers),
-        BackendConfig::A2a(a) => Some(&a.peers),
-        BackendConfig::Relay(r) => Some(&r.peers),
     }
 }
 
@@ -483,58 +432,32 @@ fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
     Ok((peer, path))
 }
 
-/// Look up every host name the config's backends and JWKS URLs name, with
-/// tokio's resolver (never a blocking call on a worker). A name that does
-/// not resolve fails the build: at start the gateway exits with the error,
-/// on reload the previous configuration keeps serving.
-pub async fn resolve_peers(config: &Config) -> Result<Addresses, BuildError> {
-    // (where the name is configured, the peer)
-    let mut named: Vec<(String, PeerSpec)> = Vec::new();
-    for t in &config.tenants {
-        if let Some(peers) = backend_peers(&t.backend) {
-            let at = format!("tenant {}: backend.peers", t.id);
-            named.extend(
-                peers
-                    .iter()
-                    .filter_map(|p| PeerSpec::parse(p).ok())
-                    .map(|p| (at.clone(), p)),
-            );
-        }
-        if let Some(url) = t.auth.as_ref().and_then(|a| a.jwks_url.as_deref()) {
-            let at = format!("tenant {}: auth.jwks_url", t.id);
-            named.extend(jwks_peer(url).ok().map(|(p, _)| (at, p)));
-        }
-    }
-    let specs: Vec<PeerSpec> = named.iter().map(|(_, p)| p.clone()).collect();
-    Addresses::resolve(&specs).await.map_err(|e| {
-        let at = named
-            .iter()
-            .find(|(_, p)| p.bare_host() == e.host)
-            .map(|(at, _)| at.as_str())
-            .unwrap_or("peers");
-        BuildError(format!("{at}: {e}"))
-    })
-}
-
 /// The JWKS source of a tenant: a file, or a URL fetched through the same
 /// pooled Pingora client the upstream backends use.
 fn key_source(
     config: &Config,
     a: &crate::auth::AuthConfig,
-    addresses: &Addresses,
+    clusters: &Registry,
 ) -> Result<crate::auth::KeySource, String> {
     match (&a.jwks_file, &a.jwks_url) {
         (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
         (None, Some(url)) => {
             let (peer, path) = jwks_peer(url)?;
-            let client = crate::upstream::client::Client::new(ClientConfig {
-                peers: addresses
-                    .peers(&[peer])
-                    .map_err(|e| format!("auth.jwks_url: {e}"))?,
-                connect_timeout: Duration::from_secs(2),
-                request_timeout: Duration::from_secs(5),
-                health_check_interval: Duration::from_secs(30),
-            })?;
+            let scheme = if peer.tls { "https" } else { "http" };
+            // An unnamed cluster of its own: JWKS hosts share nothing with
+            // the backends' pools, and identical ones share one client.
+            let client = clusters
+                .client(&crate::config::ClusterConfig {
+                    name: String::new(),
+                    peers: vec![format!("{scheme}://{}:{}", peer.host, peer.port)],
+                    connect_timeout_ms: 2_000,
+                    request_timeout_ms: 5_000,
+                    health_check_interval_ms: 30_000,
+                    pool_size: 4,
+                    pool_idle_timeout_secs: 30,
+                    dns_refresh_secs: 60,
+                })
+                .map_err(|e| format!("auth.jwks_url: {e}"))?;
             Ok(crate::auth::KeySource::Url(Box::new(
                 crate::upstream::client::JwksOverClient { client, path },
             )))
@@ -543,25 +466,18 @@ fn key_source(
     }
 }
 
-fn client_config(
-    addresses: &Addresses,
-    peers: &[String],
-    connect_ms: u64,
-    request_ms: u64,
-    health_ms: u64,
-) -> Result<ClientConfig, String> {
-    let specs = peers
-        .iter()
-        .map(|p| PeerSpec::parse(p).map_err(|e| format!("backend.peers: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ClientConfig {
-        peers: addresses
-            .peers(&specs)
-            .map_err(|e| format!("backend.peers: {e}"))?,
-        connect_timeout: Duration::from_millis(connect_ms),
-        request_timeout: Duration::from_millis(request_ms),
-        health_check_interval: Duration::from_millis(health_ms),
-    })
+/// The shared client of a forwarding backend's cluster (named or inline).
+fn cluster_client(
+    clusters: &Registry,
+    config: &Config,
+    backend: &BackendConfig,
+) -> Result<Arc<Client>, String> {
+    let cluster = config
+        .cluster_of(backend)
+        .ok_or("backend.cluster: names no [[clusters]] entry")?;
+    clusters
+        .client(&cluster)
+        .map_err(|e| format!("backend.{e}"))
 }
 
 fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {

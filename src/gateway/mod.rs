@@ -8,7 +8,7 @@ mod admission;
 mod generation;
 mod publish;
 
-pub use generation::{resolve_peers, BuildError, ConfigGeneration, RelayTenant};
+pub use generation::{BuildError, ConfigGeneration, RelayTenant};
 pub use publish::Published;
 
 use crate::auth::AuthMode;
@@ -263,11 +263,9 @@ impl Gateway {
         Some(resp)
     }
 
-    /// Resolve the new config's peers (asynchronously: a reload never
-    /// blocks a worker on DNS), build a new runtime and swap it in
-    /// atomically.
+    /// Build a new runtime and swap it in atomically. Nothing waits for
+    /// DNS: a new cluster resolves its names in the background.
     pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
-        let addresses = resolve_peers(&config).await?;
         let current = self.runtime.load_full();
         let generation = current.generation + 1;
         if config.server.listen != current.config.server.listen
@@ -277,8 +275,13 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = ConfigGeneration::build_from(config, generation, Some(&current), addresses)
-            .inspect_err(|_| crate::leads::outbox::discard_staged())?;
+        let rt = ConfigGeneration::build_from(
+            config,
+            generation,
+            Some(&current),
+            crate::upstream::cluster::registry(),
+        )
+        .inspect_err(|_| crate::leads::outbox::discard_staged())?;
         rt.configure_metrics();
         self.runtime.store(Arc::new(rt));
         // The tenants' lead outboxes take the new sinks only now.

@@ -3,6 +3,7 @@
 
 pub mod a2a;
 pub mod client;
+pub mod cluster;
 pub mod embedded;
 pub mod inventory;
 pub mod mcp;

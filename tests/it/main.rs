@@ -9,6 +9,7 @@ mod adf;
 mod admin;
 mod auth;
 mod browser;
+mod clusters;
 mod contract;
 mod demo;
 mod feeds;

@@ -21,7 +21,59 @@ impl Config {
         self.validate_limits()?;
         self.validate_state()?;
         self.telemetry.validate()?;
+        self.validate_clusters()?;
         self.validate_tenants()
+    }
+
+    /// `[[clusters]]`: names unique, peers and settings as for inline peers.
+    fn validate_clusters(&self) -> Result<(), String> {
+        let mut names = HashSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let at = |k: &str| format!("clusters[{i}].{k}");
+            let valid = !c.name.is_empty()
+                && c.name.len() <= 64
+                && c.name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid {
+                return Err(format!(
+                    "{}: 1 to 64 characters of letters, digits, '-', '_' and '.'",
+                    at("name")
+                ));
+            }
+            if !names.insert(c.name.as_str()) {
+                return Err(format!(
+                    "{}: cluster {:?} is defined twice",
+                    at("name"),
+                    c.name
+                ));
+            }
+            check_peers(&|k: &str| at(k.trim_start_matches("backend.")), &c.peers)?;
+            check_timeouts(
+                &|k: &str| at(k.trim_start_matches("backend.")),
+                [
+                    ("connect_timeout_ms", Some(c.connect_timeout_ms)),
+                    ("request_timeout_ms", Some(c.request_timeout_ms)),
+                    ("health_check_interval_ms", Some(c.health_check_interval_ms)),
+                ],
+            )?;
+            if !(1..=100_000).contains(&c.pool_size) {
+                return Err(format!("{}: must be between 1 and 100000", at("pool_size")));
+            }
+            if !(1..=3_600).contains(&c.pool_idle_timeout_secs) {
+                return Err(format!(
+                    "{}: must be between 1 and 3600 seconds",
+                    at("pool_idle_timeout_secs")
+                ));
+            }
+            if !(1..=86_400).contains(&c.dns_refresh_secs) {
+                return Err(format!(
+                    "{}: must be between 1 and 86400 seconds",
+                    at("dns_refresh_secs")
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `[server]`.
@@ -249,9 +301,90 @@ impl Config {
     fn validate_backend(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
         match &t.backend {
             BackendConfig::Embedded(e) => self.validate_embedded(at, e),
-            BackendConfig::Mcp(m) => validate_mcp(at, m),
-            BackendConfig::Relay(r) => validate_relay(at, t, r),
-            BackendConfig::A2a(a) => validate_a2a(at, a),
+            BackendConfig::Mcp(m) => {
+                self.validate_upstream(at, t)?;
+                validate_mcp(at, m)
+            }
+            BackendConfig::Relay(r) => {
+                self.validate_upstream(at, t)?;
+                validate_relay(at, t, r)
+            }
+            BackendConfig::A2a(a) => {
+                self.validate_upstream(at, t)?;
+                validate_a2a(at, a)
+            }
+        }
+    }
+
+    /// A forwarding backend's `cluster`, or its inline `peers` and
+    /// connection keys (never both).
+    fn validate_upstream(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+        let (peers, cluster, timeouts) = match &t.backend {
+            BackendConfig::Embedded(_) => return Ok(()),
+            BackendConfig::Mcp(m) => (
+                &m.peers,
+                &m.cluster,
+                [
+                    m.connect_timeout_ms,
+                    m.request_timeout_ms,
+                    m.health_check_interval_ms,
+                ],
+            ),
+            BackendConfig::A2a(a) => (
+                &a.peers,
+                &a.cluster,
+                [
+                    a.connect_timeout_ms,
+                    a.request_timeout_ms,
+                    a.health_check_interval_ms,
+                ],
+            ),
+            BackendConfig::Relay(r) => (
+                &r.peers,
+                &r.cluster,
+                [
+                    r.connect_timeout_ms,
+                    r.request_timeout_ms,
+                    r.health_check_interval_ms,
+                ],
+            ),
+        };
+        let keys = [
+            "connect_timeout_ms",
+            "request_timeout_ms",
+            "health_check_interval_ms",
+        ];
+        match cluster {
+            Some(name) => {
+                if !self.clusters.iter().any(|c| &c.name == name) {
+                    return Err(format!(
+                        "{}: tenant {} names cluster {name:?}, which no [[clusters]] entry defines",
+                        at("backend.cluster"),
+                        t.id
+                    ));
+                }
+                if !peers.is_empty() {
+                    return Err(format!(
+                        "{}: set peers in the cluster {name:?}, not beside cluster",
+                        at("backend.peers")
+                    ));
+                }
+                if let Some((k, _)) = keys.iter().zip(timeouts).find(|(_, v)| v.is_some()) {
+                    return Err(format!(
+                        "{}: set it in the cluster {name:?}, not beside cluster",
+                        at(&format!("backend.{k}"))
+                    ));
+                }
+                Ok(())
+            }
+            None => {
+                check_peers(at, peers)?;
+                let mut list = [("", None); 3];
+                for (slot, (k, v)) in list.iter_mut().zip(keys.iter().zip(timeouts)) {
+                    *slot = (*k, v);
+                }
+                check_timeouts(at, list)
+            }
         }
     }
 
@@ -648,13 +781,7 @@ fn validate_rate_limit(at: At<'_>, r: &RateLimitConfig) -> Result<(), String> {
 fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &m.peers,
         &[("path", &m.path)],
-        [
-            ("connect_timeout_ms", m.connect_timeout_ms),
-            ("request_timeout_ms", m.request_timeout_ms),
-            ("health_check_interval_ms", m.health_check_interval_ms),
-        ],
         m.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
@@ -671,13 +798,7 @@ fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
 fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &r.peers,
         &[("path", &r.path)],
-        [
-            ("connect_timeout_ms", r.connect_timeout_ms),
-            ("request_timeout_ms", r.request_timeout_ms),
-            ("health_check_interval_ms", r.health_check_interval_ms),
-        ],
         r.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if t.legacy_sessions {
@@ -693,13 +814,7 @@ fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Resul
 fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &a.peers,
         &[("path", &a.path), ("card_path", &a.card_path)],
-        [
-            ("connect_timeout_ms", a.connect_timeout_ms),
-            ("request_timeout_ms", a.request_timeout_ms),
-            ("health_check_interval_ms", a.health_check_interval_ms),
-        ],
         a.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if let Some(u) = &a.extension_uri {
@@ -713,14 +828,9 @@ fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks shared by the forwarding kinds; `at` names the key.
-fn check_forwarding(
-    at: &dyn Fn(&str) -> String,
-    peers: &[String],
-    paths: &[(&str, &str)],
-    timeouts: [(&str, u64); 3],
-    bearer: Option<&str>,
-) -> Result<(), String> {
+/// `peers` (of a backend or a cluster): at least one, syntax only, no
+/// duplicates. Names are resolved in the background, never here.
+fn check_peers(at: &dyn Fn(&str) -> String, peers: &[String]) -> Result<(), String> {
     if peers.is_empty() {
         return Err(format!(
             "{}: list at least one peer like \"http://127.0.0.1:8001\"",
@@ -729,25 +839,41 @@ fn check_forwarding(
     }
     let mut seen = HashSet::new();
     for p in peers {
-        // Syntax only: names are resolved when the backend is built.
         let spec =
             crate::peer::PeerSpec::parse(p).map_err(|e| format!("{}: {e}", at("backend.peers")))?;
         if !seen.insert((spec.host.to_ascii_lowercase(), spec.port)) {
             return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
         }
     }
-    for (key, path) in paths {
-        if !path.starts_with('/') || path.contains(['#', ' ']) {
+    Ok(())
+}
+
+/// Connection timeouts: 1–600000 ms when set.
+fn check_timeouts(
+    at: &dyn Fn(&str) -> String,
+    timeouts: [(&str, Option<u64>); 3],
+) -> Result<(), String> {
+    for (key, v) in timeouts {
+        if v.is_some_and(|v| v == 0 || v > 600_000) {
             return Err(format!(
-                "{}: must be an absolute path like /mcp",
+                "{}: must be between 1 and 600000 milliseconds",
                 at(&format!("backend.{key}"))
             ));
         }
     }
-    for (key, v) in timeouts {
-        if v == 0 || v > 600_000 {
+    Ok(())
+}
+
+/// Checks shared by the forwarding kinds; `at` names the key.
+fn check_forwarding(
+    at: &dyn Fn(&str) -> String,
+    paths: &[(&str, &str)],
+    bearer: Option<&str>,
+) -> Result<(), String> {
+    for (key, path) in paths {
+        if !path.starts_with('/') || path.contains(['#', ' ']) {
             return Err(format!(
-                "{}: must be between 1 and 600000 milliseconds",
+                "{}: must be an absolute path like /mcp",
                 at(&format!("backend.{key}"))
             ));
         }
