@@ -686,3 +686,77 @@ fn adf_email_config_errors_are_typed() {
     assert!(matches!(e, SmtpSinkError::Credentials { .. }));
     assert!(!e.to_string().contains("hunter2"));
 }
+
+/// Through the real binary: a lead accepted over MCP is delivered by the outbox to an `adf_http`
+/// sink and an `adf_email` sink of the same tenant, each an ADF whose prospect id is the lead id
+/// the agent was answered with, with the hostile customer value carried as text.
+#[test]
+fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
+    use crate::support::process::config_with;
+    use crate::support::process::Gateway;
+    let http = Receiver::start("http_sink.py", &[]);
+    let smtp = Receiver::start("smtp_sink.py", &[]);
+    let sinks = format!(
+        "[[tenants.backend.sinks]]\nkind = \"adf_http\"\nname = \"crm-post\"\nurl = \"http://127.0.0.1:{}/adf\"\ntimeout_ms = 5000\n\n\
+         [[tenants.backend.sinks]]\nkind = \"adf_email\"\nname = \"crm-inbox\"\nhost = \"127.0.0.1\"\nport = {}\nsecurity = \"none\"\n\
+         from = \"Gateway <leads@gateway.example>\"\nto = [\"crm@dealer.example\"]\ntimeout_ms = 5000\n\n\
+         [tenants.backend.outbox]\ninitial_backoff_ms = 50\nmax_backoff_ms = 400\n",
+        http.port, smtp.port
+    );
+    let gw = Gateway::start_with(&config_with("", &sinks, ""));
+    let mut args = crate::support::mcp::lead(&format!("adf-e2e-{}", uuid::Uuid::new_v4().simple()));
+    let hostile = "Testbuyer</name><script>alert(1)</script>&amp;";
+    args["customer"]["last_name"] = json!(hostile);
+    let (is_err, sc) = gw.call_sc("aap_lead_submit", args);
+    assert!(!is_err, "{sc}");
+    assert_eq!(sc["data"]["status"], "received", "{sc}");
+    let lead_id = sc["data"]["lead_id"].as_str().unwrap().to_owned();
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http.records().is_empty() || smtp.records().is_empty() {
+        assert!(Instant::now() < deadline, "the ADF sinks did not receive the lead");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let posted = &http.records()[0];
+    assert_eq!(posted["method"], "POST");
+    assert_eq!(posted["path"], "/adf");
+    assert_eq!(posted["headers"]["idempotency-key"], lead_id.as_str());
+    assert_eq!(posted["headers"]["content-type"], "application/xml");
+    let mail = &smtp.records()[0];
+    assert_eq!(mail["rcpt_tos"], json!(["crm@dealer.example"]));
+    assert_eq!(mail["subject"], format!("ADF lead {lead_id}"));
+    let dealer = demo_dealer();
+    for xml in [
+        posted["body"].as_str().unwrap(),
+        mail["body"].as_str().unwrap(),
+    ] {
+        let doc = roxmltree::Document::parse(xml).expect("the ADF is well-formed XML");
+        let prospect = node_at(doc.root_element(), "prospect", 0).expect("<prospect>");
+        assert_eq!(text_at(prospect, "id", 0), Some(lead_id.as_str()));
+        let vehicle = node_at(prospect, "vehicle", 0).expect("<vehicle>");
+        assert_eq!(text_at(vehicle, "stock", 0), Some("DT-1001"));
+        assert!(text_at(vehicle, "make", 0).is_some(), "filled from the listing: {xml}");
+        let contact = node_at(prospect, "customer/contact", 0).expect("<customer><contact>");
+        let names: Vec<(&str, &str)> = all_at(contact, "name")
+            .iter()
+            .map(|n| (n.attribute("part").unwrap_or(""), n.text().unwrap_or("")))
+            .collect();
+        assert!(names.contains(&("first", "Quinn")), "{names:?}");
+        assert!(names.contains(&("last", hostile)), "kept as text: {names:?}");
+        assert!(!xml.contains("<script>"), "escaped: {xml}");
+        assert_eq!(
+            text_at(prospect, "vendor/vendorname", 0),
+            dealer["name"].as_str(),
+            "{xml}"
+        );
+        assert_eq!(
+            text_at(prospect, "provider/name", 0),
+            Some("aap-gateway-tests")
+        );
+    }
+    // Delivered once each: nothing more arrives after a few retry periods.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(http.records().len(), 1);
+    assert_eq!(smtp.records().len(), 1);
+    drop(gw);
+}

@@ -601,3 +601,76 @@ fn a_feed_that_never_loaded_leaves_its_tenant_not_ready() {
     child.kill().ok();
     child.wait().ok();
 }
+
+/// `examples/dealer-feed.toml` as the README walks a dealer through it: the CSV export
+/// serves (4 listed of 6 rows), and a lead for a feed vehicle reaches the local ADF receiver
+/// (`tests/upstreams/http_sink.py`) under the id the agent was answered with.
+#[test]
+fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
+    use crate::support::http::request;
+    use crate::support::mcp::{lead, modern, MODERN};
+    let examples = repo().join("examples");
+    let dir = temp_dir("dealer-feed-example");
+    let sink_port = free_port();
+    let sink_out = dir.join("adf-received");
+    let mut sink = std::process::Command::new("python3")
+        .arg(repo().join("tests/upstreams/http_sink.py"))
+        .args(["--port", &sink_port.to_string(), "--out"])
+        .arg(&sink_out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs tests/upstreams/http_sink.py");
+    let text = std::fs::read_to_string(examples.join("dealer-feed.toml"))
+        .unwrap()
+        .replace("\"../data/", &format!("\"{}/", repo().join("data").display()))
+        .replace("\"feeds/", &format!("\"{}/", examples.join("feeds").display()))
+        .replace("127.0.0.1:8025", &format!("127.0.0.1:{sink_port}"));
+    let config = dir.join("dealer-feed.toml");
+    std::fs::write(&config, text).unwrap();
+    let gw = Gateway::launch(config, dir.join("state"));
+    let path = "/aap/3.0.0/example-motors/mcp";
+    let call = |name: &str, arguments: serde_json::Value| {
+        let body = modern("tools/call", json!({"name": name, "arguments": arguments}));
+        let r = request(
+            gw.port,
+            "POST",
+            path,
+            &[
+                ("Content-Type", "application/json"),
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", name),
+            ],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["result"]["structuredContent"].clone()
+    };
+    let found = call(
+        "aap_inventory_search",
+        json!({"type": "inventory.search.request", "limit": 50}),
+    );
+    assert_eq!(found["data"]["total"], 4, "{found}");
+    let mut args = lead(&format!("example-{}", uuid::Uuid::new_v4().simple()));
+    args["vehicle_of_interest"] = json!({"stock": "EX102"});
+    args["consent"]["consent_text"] = json!("I agree that Example Motors may contact me by email.");
+    let sc = call("aap_lead_submit", args);
+    assert_eq!(sc["data"]["status"], "received", "{sc}");
+    let lead_id = sc["data"]["lead_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let record = loop {
+        let first = sink_out.join("000001.json");
+        if let Ok(t) = std::fs::read_to_string(&first) {
+            break serde_json::from_str::<serde_json::Value>(&t).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "no ADF reached the receiver");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    sink.kill().ok();
+    sink.wait().ok();
+    assert_eq!(record["headers"]["idempotency-key"], lead_id.as_str());
+    let xml = record["body"].as_str().unwrap();
+    assert!(xml.contains(&format!(">{lead_id}</id>")), "{xml}");
+    assert!(xml.contains("<stock>EX102</stock>") && xml.contains("<make>Toyota</make>"), "{xml}");
+}
