@@ -104,14 +104,8 @@ fn mapping() -> Mapping {
 }
 
 fn load(bytes: &[u8], schemas: &SchemaSet, mapping: &Mapping) -> Inventory {
-    let parsed = feed::parse(
-        Format::Csv,
-        mapping,
-        bytes,
-        schemas,
-        "2026-12-05T10:00:00Z",
-    )
-    .expect("the generated feed parses");
+    let parsed = feed::parse(Format::Csv, mapping, bytes, schemas, "2026-12-05T10:00:00Z")
+        .expect("the generated feed parses");
     Inventory::new(parsed.vehicles)
 }
 
@@ -144,7 +138,10 @@ fn benches(c: &mut Criterion) {
             b.iter(|| black_box(load(bytes, &schemas, &mapping)))
         });
         let queries = [
-            ("search default sort, no filter", json!({"type": "inventory.search.request"})),
+            (
+                "search default sort, no filter",
+                json!({"type": "inventory.search.request"}),
+            ),
             (
                 "search make+price, price sort",
                 json!({"type": "inventory.search.request", "filters": {"make": ["toyota"], "price_max": 40000}, "sort": {"field": "price", "order": "asc"}}),
@@ -160,9 +157,11 @@ fn benches(c: &mut Criterion) {
             });
         }
         let facets = json!({"type": "inventory.facets.request"});
-        g.bench_with_input(BenchmarkId::new("facets, no filter", n), &facets, |b, req| {
-            b.iter(|| black_box(inv.facets(req)))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("facets, no filter", n),
+            &facets,
+            |b, req| b.iter(|| black_box(inv.facets(req))),
+        );
     }
     g.finish();
 }

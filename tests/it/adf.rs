@@ -1,8 +1,8 @@
 //! The ADF sinks against real receivers: `AdfHttpSink` posting to tests/upstreams/http_sink.py and
 //! `SmtpSink` mailing aiosmtpd (tests/upstreams/smtp_sink.py), each ADF read back with roxmltree.
 
-use crate::support::peers::{ensure_upstreams, venv_python};
-use crate::support::process::{free_port, repo, temp_dir, test_ca};
+use crate::support::{ensure_upstreams, venv_python};
+use crate::support::{free_port, repo, temp_dir, test_ca};
 use aap_gateway::config::{
     AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, Secret, SmtpSecurity,
 };
@@ -78,7 +78,7 @@ impl Receiver {
 
     fn control(&self, change: Value) {
         let body = change.to_string();
-        let r = crate::support::http::request(
+        let r = crate::support::request(
             self.port,
             "POST",
             "/__control",
@@ -692,8 +692,8 @@ fn adf_email_config_errors_are_typed() {
 /// the agent was answered with, with the hostile customer value carried as text.
 #[test]
 fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
-    use crate::support::process::config_with;
-    use crate::support::process::Gateway;
+    use crate::support::config_with;
+    use crate::support::Gateway;
     let http = Receiver::start("http_sink.py", &[]);
     let smtp = Receiver::start("smtp_sink.py", &[]);
     let sinks = format!(
@@ -704,7 +704,7 @@ fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
         http.port, smtp.port
     );
     let gw = Gateway::start_with(&config_with("", &sinks, ""));
-    let mut args = crate::support::mcp::lead(&format!("adf-e2e-{}", uuid::Uuid::new_v4().simple()));
+    let mut args = crate::support::lead(&format!("adf-e2e-{}", uuid::Uuid::new_v4().simple()));
     let hostile = "Testbuyer</name><script>alert(1)</script>&amp;";
     args["customer"]["last_name"] = json!(hostile);
     let (is_err, sc) = gw.call_sc("aap_lead_submit", args);
@@ -714,7 +714,10 @@ fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
 
     let deadline = Instant::now() + Duration::from_secs(30);
     while http.records().is_empty() || smtp.records().is_empty() {
-        assert!(Instant::now() < deadline, "the ADF sinks did not receive the lead");
+        assert!(
+            Instant::now() < deadline,
+            "the ADF sinks did not receive the lead"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let posted = &http.records()[0];
@@ -735,14 +738,20 @@ fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
         assert_eq!(text_at(prospect, "id", 0), Some(lead_id.as_str()));
         let vehicle = node_at(prospect, "vehicle", 0).expect("<vehicle>");
         assert_eq!(text_at(vehicle, "stock", 0), Some("DT-1001"));
-        assert!(text_at(vehicle, "make", 0).is_some(), "filled from the listing: {xml}");
+        assert!(
+            text_at(vehicle, "make", 0).is_some(),
+            "filled from the listing: {xml}"
+        );
         let contact = node_at(prospect, "customer/contact", 0).expect("<customer><contact>");
         let names: Vec<(&str, &str)> = all_at(contact, "name")
             .iter()
             .map(|n| (n.attribute("part").unwrap_or(""), n.text().unwrap_or("")))
             .collect();
         assert!(names.contains(&("first", "Quinn")), "{names:?}");
-        assert!(names.contains(&("last", hostile)), "kept as text: {names:?}");
+        assert!(
+            names.contains(&("last", hostile)),
+            "kept as text: {names:?}"
+        );
         assert!(!xml.contains("<script>"), "escaped: {xml}");
         assert_eq!(
             text_at(prospect, "vendor/vendorname", 0),

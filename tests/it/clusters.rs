@@ -141,7 +141,7 @@ fn fifty_tenants_on_one_cluster_share_one_pool_and_a_reload_keeps_it() {
     .expect("the pool's counter");
     // 50 tenants, one after another: the connections come from one pool
     // (bounded by the gateway's concurrency, not by the tenant count).
-    assert!(opened >= 1.0 && opened <= 4.0, "opened {opened}\n{m}");
+    assert!((1.0..=4.0).contains(&opened), "opened {opened}\n{m}");
     assert!(opened + reused >= 50.0, "{opened} + {reused}");
 
     // A reload that keeps the cluster (one tenant more) keeps its client:

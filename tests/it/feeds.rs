@@ -607,8 +607,8 @@ fn a_feed_that_never_loaded_leaves_its_tenant_not_ready() {
 /// (`tests/upstreams/http_sink.py`) under the id the agent was answered with.
 #[test]
 fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
-    use crate::support::http::request;
-    use crate::support::mcp::{lead, modern, MODERN};
+    use crate::support::request;
+    use crate::support::{lead, modern, MODERN};
     let examples = repo().join("examples");
     let dir = temp_dir("dealer-feed-example");
     let sink_port = free_port();
@@ -623,8 +623,14 @@ fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
         .expect("python3 runs tests/upstreams/http_sink.py");
     let text = std::fs::read_to_string(examples.join("dealer-feed.toml"))
         .unwrap()
-        .replace("\"../data/", &format!("\"{}/", repo().join("data").display()))
-        .replace("\"feeds/", &format!("\"{}/", examples.join("feeds").display()))
+        .replace(
+            "\"../data/",
+            &format!("\"{}/", repo().join("data").display()),
+        )
+        .replace(
+            "\"feeds/",
+            &format!("\"{}/", examples.join("feeds").display()),
+        )
         .replace("127.0.0.1:8025", &format!("127.0.0.1:{sink_port}"));
     let config = dir.join("dealer-feed.toml");
     std::fs::write(&config, text).unwrap();
@@ -664,7 +670,10 @@ fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
         if let Ok(t) = std::fs::read_to_string(&first) {
             break serde_json::from_str::<serde_json::Value>(&t).unwrap();
         }
-        assert!(std::time::Instant::now() < deadline, "no ADF reached the receiver");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no ADF reached the receiver"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     sink.kill().ok();
@@ -672,5 +681,8 @@ fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
     assert_eq!(record["headers"]["idempotency-key"], lead_id.as_str());
     let xml = record["body"].as_str().unwrap();
     assert!(xml.contains(&format!(">{lead_id}</id>")), "{xml}");
-    assert!(xml.contains("<stock>EX102</stock>") && xml.contains("<make>Toyota</make>"), "{xml}");
+    assert!(
+        xml.contains("<stock>EX102</stock>") && xml.contains("<make>Toyota</make>"),
+        "{xml}"
+    );
 }

@@ -14,8 +14,7 @@ mod validate;
 pub use feed::FeedConfig;
 pub use leads::{
     validate_sinks, AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig,
-    LeadSinkConfig, OutboxConfig,
-    SmtpSecurity, WebhookSinkConfig,
+    LeadSinkConfig, OutboxConfig, SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
 pub use telemetry::{TelemetryConfig, TenantMetrics, AUTO_TENANT_LABELS};
@@ -341,7 +340,8 @@ impl Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum BackendConfig {
-    Embedded(EmbeddedBackendConfig),
+    /// Boxed: the largest variant by far (feed, sinks, outbox settings).
+    Embedded(Box<EmbeddedBackendConfig>),
     /// A strict MCP server (2026-07-28 and/or 2025-11-25) serving the AAP tools.
     Mcp(McpBackendConfig),
     /// An A2A 1.0 agent serving the AAP extension.

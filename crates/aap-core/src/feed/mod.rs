@@ -454,9 +454,9 @@ impl<'a> Builder<'a> {
             None => true,
         };
         if unlisted {
-            if !status
+            if status
                 .as_ref()
-                .is_some_and(|s| s.as_str().is_some_and(|s| !s.is_empty()))
+                .is_none_or(|s| s.as_str().is_none_or(str::is_empty))
             {
                 return self.reject(row, id, "status", "must be a non-empty string");
             }
