@@ -263,7 +263,7 @@ fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Val
 /// Per-tenant figures, which `/metrics` labels only for the tenants `[telemetry]
 /// tenant_metrics` names: `GET /admin/tenants/top?by=requests&n=20` (the `n` highest by
 /// `requests`, `server_errors`, `client_errors`, `throttled` or `duration`) and
-/// `GET /admin/tenants/{id}/stats`. Open like `/metrics` (counts, no request values).
+/// `GET /admin/tenants/{id}/stats`. Behind the admin token like every `/admin/` path (counts, no request values).
 fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
     let bad = |msg: String| {
         HttpResponse::json(

@@ -197,6 +197,9 @@ fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
 }
 
 fn main() -> ExitCode {
+    // One TLS crypto provider (ring) for the whole process: Pingora's listeners and every
+    // reqwest client (feeds, lead sinks, the OTLP exporter) use the process default.
+    pingora::tls::install_default_crypto_provider();
     let cli = Cli::parse();
     let cfg = match load(&cli) {
         Ok(c) => c,

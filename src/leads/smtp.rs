@@ -177,7 +177,7 @@ pub fn classify(e: &lettre::transport::smtp::Error) -> SinkError {
         SinkError::Transient(format!("SMTP {code}"))
     } else if e.is_timeout() {
         SinkError::Transient("SMTP timed out".into())
-    } else if e.is_tls() {
+    } else if e.is_tls() || caused_by_tls(e) {
         SinkError::Transient("SMTP TLS failed".into())
     } else if e.is_client() {
         SinkError::Transient("SMTP server lacks a required extension (STARTTLS or AUTH)".into())
@@ -186,6 +186,27 @@ pub fn classify(e: &lettre::transport::smtp::Error) -> SinkError {
     } else {
         SinkError::Transient("SMTP connection failed".into())
     }
+}
+
+/// Whether a rustls error is somewhere in the chain: lettre reports a certificate the
+/// handshake refused as a connection error wrapping an `io::Error` that holds it.
+fn caused_by_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
 }
 
 #[async_trait]

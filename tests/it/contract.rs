@@ -417,36 +417,35 @@ fn skill_quota_is_rate_limited_result() {
 
 #[test]
 fn backend_results_are_validated() {
-    // An inventory whose listing lacks updated_at fails the response schema.
-    let dir = temp_dir("badinv");
-    let mut inv: Vec<Value> = serde_json::from_str(
-        &std::fs::read_to_string(repo().join("data/demo-inventory.json")).unwrap(),
+    // A dealer profile whose name is not a string fails the response schema; the embedded
+    // backend serves the file as it is, so the gateway's result check is what stops it. (An
+    // inventory row that fails the listing schema never gets this far: the feed loader
+    // rejects it at load, tests/it/feeds.rs.)
+    let dir = temp_dir("baddealer");
+    let mut dealer: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("data/demo-dealer.json")).unwrap(),
     )
     .unwrap();
-    inv.truncate(3);
-    for v in &mut inv {
-        v["status"] = json!("available");
-    }
-    inv[0].as_object_mut().unwrap().remove("updated_at");
-    let inv_path = dir.join("inv.json");
-    std::fs::write(&inv_path, serde_json::to_string(&inv).unwrap()).unwrap();
+    dealer["name"] = json!(42);
+    let dealer_path = dir.join("dealer.json");
+    std::fs::write(&dealer_path, serde_json::to_string(&dealer).unwrap()).unwrap();
     let cfg = config_with("", "", "").replace(
-        &format!("{:?}", repo().join("data/demo-inventory.json")),
-        &format!("{:?}", inv_path),
+        &format!("{:?}", repo().join("data/demo-dealer.json")),
+        &format!("{:?}", dealer_path),
     );
+    assert!(cfg.contains(&format!("{:?}", dealer_path)), "{cfg}");
     let gw = Gateway::start_with(&cfg);
     let (code, sc) = gw.aap_error_code(
-        "aap_inventory_search",
-        json!({"type": "inventory.search.request"}),
+        "aap_dealer_information",
+        json!({"type": "dealer.information.request"}),
     );
     assert_eq!(code, "UPSTREAM_INVALID_RESPONSE");
     assert!(sc.get("details").is_none(), "no internals leak");
-    let stock = inv[1]["stock"].as_str().unwrap();
     let (err, _) = gw.call_sc(
         "aap_inventory_vehicle",
-        json!({"type": "inventory.vehicle.request", "stock": stock}),
+        json!({"type": "inventory.vehicle.request", "stock": "DT-1001"}),
     );
-    assert!(!err, "valid listings still pass");
+    assert!(!err, "valid results still pass");
     assert!(gw.logs().contains("backend result failed its schema"));
     std::fs::remove_dir_all(Path::new(&dir)).ok();
 }

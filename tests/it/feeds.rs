@@ -634,6 +634,7 @@ fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
         .replace("127.0.0.1:8025", &format!("127.0.0.1:{sink_port}"));
     let config = dir.join("dealer-feed.toml");
     std::fs::write(&config, text).unwrap();
+    std::fs::create_dir_all(dir.join("state")).unwrap();
     let gw = Gateway::launch(config, dir.join("state"));
     let path = "/aap/3.0.0/example-motors/mcp";
     let call = |name: &str, arguments: serde_json::Value| {
@@ -655,7 +656,7 @@ fn the_dealer_feed_example_serves_the_csv_and_delivers_adf() {
     };
     let found = call(
         "aap_inventory_search",
-        json!({"type": "inventory.search.request", "limit": 50}),
+        json!({"type": "inventory.search.request", "pagination": {"limit": 50}}),
     );
     assert_eq!(found["data"]["total"], 4, "{found}");
     let mut args = lead(&format!("example-{}", uuid::Uuid::new_v4().simple()));

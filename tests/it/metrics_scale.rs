@@ -68,7 +68,13 @@ fn default_metrics_stay_bounded_and_figures_stay_reachable() {
         .sum();
     assert_eq!(requests, (n + 1) as f64, "{t}");
 
-    let s = request(gw.admin, "GET", "/admin/tenants/dealer-7/stats", &[], b"");
+    let s = request(
+        gw.admin,
+        "GET",
+        "/admin/tenants/dealer-7/stats",
+        &[("Authorization", ADMIN_AUTH)],
+        b"",
+    );
     assert_eq!(s.status, 200);
     let s = s.json();
     assert_eq!(
@@ -84,7 +90,7 @@ fn default_metrics_stay_bounded_and_figures_stay_reachable() {
         gw.admin,
         "GET",
         "/admin/tenants/top?by=requests&n=3",
-        &[],
+        &[("Authorization", ADMIN_AUTH)],
         b"",
     )
     .json();
@@ -93,15 +99,25 @@ fn default_metrics_stay_bounded_and_figures_stay_reachable() {
     assert_eq!(top["top"][0]["tenant"], "dealer-7", "{top}");
     assert_eq!(top["top"][1]["requests"], 1, "{top}");
     assert_eq!(
-        request(gw.admin, "GET", "/admin/tenants/nobody/stats", &[], b"").status,
+        request(
+            gw.admin,
+            "GET",
+            "/admin/tenants/nobody/stats",
+            &[("Authorization", ADMIN_AUTH)],
+            b""
+        )
+        .status,
         404
     );
+    // Per-tenant figures are for the operator: the admin token, like every /admin/ path.
+    let anon = request(gw.admin, "GET", "/admin/tenants/dealer-7/stats", &[], b"");
+    assert_eq!(anon.status, 401, "{}", anon.text());
     for bad in [
         "/admin/tenants/top?by=luck",
         "/admin/tenants/top?n=0",
         "/admin/tenants/top?x=1",
     ] {
-        let r = request(gw.admin, "GET", bad, &[], b"");
+        let r = request(gw.admin, "GET", bad, &[("Authorization", ADMIN_AUTH)], b"");
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
     }
 }
@@ -134,7 +150,14 @@ fn tenants_named_in_tenant_metrics_get_their_own_label() {
     search(&gw, 2);
     let t = metrics(&gw);
     assert!(t.contains("tenant=\"dealer-2\""), "{t}");
-    let s = request(gw.admin, "GET", "/admin/tenants/dealer-2/stats", &[], b"").json();
+    let s = request(
+        gw.admin,
+        "GET",
+        "/admin/tenants/dealer-2/stats",
+        &[("Authorization", ADMIN_AUTH)],
+        b"",
+    )
+    .json();
     assert_eq!(s["requests"], 2, "{s}");
 
     // "none": the labelled series go (they are reset), nothing new is labelled.

@@ -56,6 +56,9 @@ async fn call(client: &Client, name: &'static str, arguments: Value) -> (bool, V
 
 #[test]
 fn rmcp_client_uses_every_tool() {
+    // rmcp's reqwest is built with `rustls-no-provider` (the gateway's feature choice): the
+    // process needs a default provider even for plain HTTP.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let gw = Gateway::start();
     let url = format!("http://127.0.0.1:{}{ENDPOINT}", gw.port);
     let rt = tokio::runtime::Builder::new_current_thread()

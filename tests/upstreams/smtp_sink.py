@@ -56,7 +56,9 @@ class Store:
             "data": envelope.content.decode("utf-8", errors="replace")
             if isinstance(envelope.content, bytes)
             else envelope.content,
-            "tls": session.ssl is not None,
+            # STARTTLS sets session.ssl; an implicit-TLS session shows only on its transport.
+            "tls": session.ssl is not None
+            or (server.transport is not None and server.transport.get_extra_info("ssl_object") is not None),
             "login": login,
             "subject": str(msg["subject"] or ""),
             "message_id": str(msg["message-id"] or ""),
@@ -100,7 +102,9 @@ def main() -> None:
                 and auth_data.login.decode() == user
                 and auth_data.password.decode() == password
             )
-            return AuthResult(success=ok, auth_data=user if ok else None)
+            # handled=False: aiosmtpd answers a failure with 535 itself (its default,
+            # handled=True, would leave the client waiting for a reply).
+            return AuthResult(success=ok, handled=False, auth_data=user if ok else None)
 
         kwargs["authenticator"] = authenticator
         kwargs["auth_required"] = True
