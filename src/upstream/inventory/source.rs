@@ -118,15 +118,191 @@ fn stamp(p: &Path) -> Stamp {
     Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
-#[derive(Debug, Default)]
-struct Poll {
-    /// File: the version loaded (or last refused), and the one seen at the last poll.
-    loaded: Stamp,
-    last: Stamp,
-    /// URL: validators of the last body parsed.
-    etag: Option<String>,
-    last_modified: Option<String>,
+/// What one look at a source found.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The version already loaded (or already refused): nothing to parse.
+    Unchanged,
+    /// A changed source that is still being written: look again at the next poll.
+    Settling,
+    /// A new version to parse and judge.
+    Changed(Vec<u8>),
+    /// The source could not be read (the previous inventory keeps serving).
+    Failed(String),
 }
+
+/// The port an inventory source's transport implements: where a feed's bytes come from and
+/// whether they changed since the last look. [`FeedSource`] does the parsing, judging and
+/// swapping; a fetcher only reads.
+#[async_trait::async_trait]
+pub trait FeedFetch: Send + Sync + std::fmt::Debug {
+    async fn fetch(&self) -> Fetched;
+    /// Look at once, before the first poll (a file is loaded while the config is built).
+    fn first(&self) -> Option<Fetched> {
+        None
+    }
+}
+
+/// A feed file, re-read when its size, modification time or inode changed and then stayed
+/// unchanged for one more poll, so a file caught while being written is read once complete.
+#[derive(Debug)]
+pub struct FileFetch {
+    path: PathBuf,
+    /// The version loaded (or last refused), and the one seen at the last poll.
+    seen: Mutex<(Stamp, Stamp)>,
+}
+
+impl FileFetch {
+    pub fn new(path: PathBuf) -> FileFetch {
+        FileFetch {
+            path,
+            seen: Mutex::new((None, None)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl FeedFetch for FileFetch {
+    async fn fetch(&self) -> Fetched {
+        let now = stamp(&self.path);
+        let due = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let due = now != seen.0 && now == seen.1;
+            seen.1 = now;
+            if due {
+                seen.0 = now;
+            }
+            due
+        };
+        match (due, now) {
+            (false, Some(_)) => Fetched::Unchanged,
+            (false, None) => Fetched::Settling,
+            (true, _) => match tokio::fs::read(&self.path).await {
+                Ok(bytes) => Fetched::Changed(bytes),
+                Err(e) => Fetched::Failed(format!("cannot read the feed file: {e}")),
+            },
+        }
+    }
+
+    fn first(&self) -> Option<Fetched> {
+        let s = stamp(&self.path);
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = (s, s);
+        Some(match std::fs::read(&self.path) {
+            Ok(bytes) => Fetched::Changed(bytes),
+            Err(e) => Fetched::Failed(format!("{}: {e}", self.path.display())),
+        })
+    }
+}
+
+/// A feed URL, fetched with `If-None-Match` / `If-Modified-Since` from the validators of the
+/// last body parsed; a 304 changes nothing. Redirects are not followed.
+#[derive(Debug)]
+pub struct UrlFetch {
+    url: String,
+    authorization: Option<Secret>,
+    timeout: Duration,
+    client: Result<reqwest::Client, String>,
+    /// `ETag` and `Last-Modified` of the last body parsed.
+    validators: Mutex<(Option<String>, Option<String>)>,
+}
+
+impl UrlFetch {
+    pub fn new(
+        url: String,
+        authorization: Option<Secret>,
+        ca_file: Option<&Path>,
+        timeout: Duration,
+    ) -> UrlFetch {
+        UrlFetch {
+            url,
+            authorization,
+            timeout,
+            client: crate::outbound::client(ca_file, timeout).map_err(|e| e.to_string()),
+            validators: Mutex::new((None, None)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl FeedFetch for UrlFetch {
+    async fn fetch(&self) -> Fetched {
+        let client = match &self.client {
+            Ok(c) => c,
+            Err(e) => return Fetched::Failed(e.clone()),
+        };
+        let mut req = client.get(&self.url).timeout(self.timeout);
+        {
+            let v = self.validators.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(etag) = &v.0 {
+                req = req.header(reqwest::header::IF_NONE_MATCH, etag.as_str());
+            }
+            if let Some(lm) = &v.1 {
+                req = req.header(reqwest::header::IF_MODIFIED_SINCE, lm.as_str());
+            }
+        }
+        if let Some(a) = &self.authorization {
+            match reqwest::header::HeaderValue::from_str(a.expose()) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    req = req.header(reqwest::header::AUTHORIZATION, v);
+                }
+                Err(_) => {
+                    return Fetched::Failed("authorization is not a valid header value".into())
+                }
+            }
+        }
+        let mut resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return Fetched::Failed(format!("fetch failed: {}", e.without_url())),
+        };
+        let status = resp.status();
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            return Fetched::Unchanged;
+        }
+        if !status.is_success() {
+            return Fetched::Failed(format!("the feed URL answered HTTP {}", status.as_u16()));
+        }
+        let header = |name| {
+            resp.headers()
+                .get(name)
+                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let validators = (
+            header(reqwest::header::ETAG),
+            header(reqwest::header::LAST_MODIFIED),
+        );
+        let mut body = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) if body.len() + c.len() > MAX_FEED_BYTES => {
+                    return Fetched::Failed(format!(
+                        "the feed is larger than {MAX_FEED_BYTES} bytes"
+                    ))
+                }
+                Ok(Some(c)) => body.extend_from_slice(&c),
+                Ok(None) => break,
+                Err(e) => return Fetched::Failed(format!("download failed: {}", e.without_url())),
+            }
+        }
+        // The same body is not parsed again, whether it is accepted or refused.
+        *self.validators.lock().unwrap_or_else(|e| e.into_inner()) = validators;
+        Fetched::Changed(body)
+    }
+}
+
+/// The one runtime every feed watcher runs on (a thread, not one per source), started on
+/// first use; `None` when the thread could not be started (logged, feeds not refreshed).
+static WATCHERS: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(4)
+        .thread_name("feed-watch")
+        .enable_all()
+        .build()
+        .inspect_err(|e| tracing::error!(error = %e, "inventory feed watchers cannot start; feeds are not refreshed"))
+        .ok()
+});
 
 /// The source's state for `/readyz`.
 #[derive(Debug, Clone, Default)]
@@ -147,7 +323,7 @@ pub struct FeedSource {
     label: String,
     schemas: Arc<SchemaSet>,
     current: ArcSwapOption<Inventory>,
-    poll: Mutex<Poll>,
+    fetch: Box<dyn FeedFetch>,
     health: Mutex<Health>,
 }
 
@@ -185,25 +361,35 @@ impl FeedSource {
         m.stale_after
             .with_label_values(&[&label])
             .set(spec.stale_after_secs as i64);
+        let fetch: Box<dyn FeedFetch> = match &spec.location {
+            Location::File(path) => Box::new(FileFetch::new(path.clone())),
+            Location::Url {
+                url,
+                authorization,
+                ca_file,
+                timeout,
+            } => Box::new(UrlFetch::new(
+                url.clone(),
+                authorization.clone(),
+                ca_file.as_deref(),
+                *timeout,
+            )),
+        };
         let source = Arc::new(FeedSource {
             label,
             schemas,
             current: ArcSwapOption::empty(),
-            poll: Mutex::new(Poll::default()),
+            fetch,
             health: Mutex::new(Health::default()),
             spec,
         });
-        if let Location::File(path) = &source.spec.location {
-            let s = stamp(path);
-            {
-                let mut poll = source.poll.lock().unwrap_or_else(|e| e.into_inner());
-                poll.loaded = s;
-                poll.last = s;
-            }
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            source
+        // A file is loaded now: a missing, unreadable or refused file is a configuration error.
+        match source.fetch.first() {
+            Some(Fetched::Changed(bytes)) => source
                 .offer(&bytes)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| format!("{}: {e}", source.label))?,
+            Some(Fetched::Failed(e)) => return Err(e),
+            _ => {}
         }
         source.watch();
         sources.insert(key, Arc::downgrade(&source));
@@ -295,42 +481,6 @@ impl FeedSource {
         Ok(())
     }
 
-    /// File: reload when the file differs from the version loaded (or last
-    /// refused) and has not changed since the previous poll, so a file
-    /// caught while being written is read only once it is complete.
-    fn poll_file(&self, path: &Path) {
-        let now = stamp(path);
-        let due = {
-            let mut poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
-            let due = now != poll.loaded && now == poll.last;
-            poll.last = now;
-            if due {
-                poll.loaded = now;
-            }
-            due
-        };
-        if !due {
-            if now.is_some() {
-                let t = now_unix();
-                self.health
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .last_check_unix = Some(t);
-                crate::metrics::FEED
-                    .last_check
-                    .with_label_values(&[&self.label])
-                    .set(t);
-            }
-            return;
-        }
-        match std::fs::read(path) {
-            Ok(bytes) => {
-                let _ = self.offer(&bytes);
-            }
-            Err(e) => self.failed(&format!("cannot read the feed file: {e}")),
-        }
-    }
-
     fn failed(&self, problem: &str) {
         let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
         health.failures += 1;
@@ -342,136 +492,58 @@ impl FeedSource {
         tracing::error!(source = %self.label, error = problem, "inventory feed unavailable; the previous inventory keeps serving");
     }
 
-    /// URL: one conditional GET; a changed body is offered.
-    async fn poll_url(&self, client: &reqwest::Client) {
-        let Location::Url {
-            url,
-            authorization,
-            timeout,
-            ..
-        } = &self.spec.location
-        else {
-            return;
-        };
-        let mut req = client.get(url).timeout(*timeout);
-        {
-            let poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(etag) = &poll.etag {
-                req = req.header(reqwest::header::IF_NONE_MATCH, etag.as_str());
-            }
-            if let Some(lm) = &poll.last_modified {
-                req = req.header(reqwest::header::IF_MODIFIED_SINCE, lm.as_str());
-            }
-        }
-        if let Some(a) = authorization {
-            match reqwest::header::HeaderValue::from_str(a.expose()) {
-                Ok(mut v) => {
-                    v.set_sensitive(true);
-                    req = req.header(reqwest::header::AUTHORIZATION, v);
-                }
-                Err(_) => return self.failed("authorization is not a valid header value"),
-            }
-        }
-        let mut resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => return self.failed(&format!("fetch failed: {}", e.without_url())),
-        };
-        let status = resp.status();
-        if status == reqwest::StatusCode::NOT_MODIFIED {
-            let t = now_unix();
-            self.health
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .last_check_unix = Some(t);
-            crate::metrics::FEED
-                .last_check
-                .with_label_values(&[&self.label])
-                .set(t);
-            return;
-        }
-        if !status.is_success() {
-            return self.failed(&format!("the feed URL answered HTTP {}", status.as_u16()));
-        }
-        let header = |name| {
-            resp.headers()
-                .get(name)
-                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let (etag, last_modified) = (
-            header(reqwest::header::ETAG),
-            header(reqwest::header::LAST_MODIFIED),
-        );
-        let mut body = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(c)) if body.len() + c.len() > MAX_FEED_BYTES => {
-                    return self.failed(&format!("the feed is larger than {MAX_FEED_BYTES} bytes"))
-                }
-                Ok(Some(c)) => body.extend_from_slice(&c),
-                Ok(None) => break,
-                Err(e) => return self.failed(&format!("download failed: {}", e.without_url())),
-            }
-        }
-        // The same body is not parsed again, whether it was accepted or refused.
-        {
-            let mut poll = self.poll.lock().unwrap_or_else(|e| e.into_inner());
-            poll.etag = etag;
-            poll.last_modified = last_modified;
-        }
-        let _ = self.offer(&body);
+    fn checked(&self) {
+        let t = now_unix();
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_check_unix = Some(t);
+        crate::metrics::FEED
+            .last_check
+            .with_label_values(&[&self.label])
+            .set(t);
     }
 
-    /// Start the watcher thread (file polls, or URL fetches on a runtime of its own).
+    /// One look at the source; a new version is parsed on a blocking thread (a large feed
+    /// takes a while and must not hold up the other sources' polls).
+    async fn poll(self: Arc<Self>) {
+        match self.fetch.fetch().await {
+            Fetched::Unchanged => self.checked(),
+            Fetched::Settling => {}
+            Fetched::Failed(e) => self.failed(&e),
+            Fetched::Changed(bytes) => {
+                let me = self.clone();
+                if tokio::task::spawn_blocking(move || me.offer(&bytes))
+                    .await
+                    .is_err()
+                {
+                    self.failed("the feed parser stopped");
+                }
+            }
+        }
+    }
+
+    /// Start the source's watcher: a task on the shared feed runtime that polls every
+    /// `poll_interval_secs` (a URL at once, then on the interval) and ends when the last
+    /// tenant lets go of the source.
     fn watch(self: &Arc<Self>) {
+        let Some(rt) = WATCHERS.as_ref() else {
+            tracing::error!(source = %self.label, "inventory feed watcher unavailable; the feed is not refreshed");
+            return;
+        };
         let weak = Arc::downgrade(self);
         let interval = self.spec.interval;
-        let label = self.label.clone();
-        let spawned = match self.spec.location.clone() {
-            Location::File(path) => std::thread::Builder::new()
-                .name("feed-file".into())
-                .spawn(move || loop {
-                    std::thread::sleep(interval);
-                    let Some(me) = weak.upgrade() else { return };
-                    me.poll_file(&path);
-                }),
-            Location::Url {
-                ca_file, timeout, ..
-            } => std::thread::Builder::new()
-                .name("feed-url".into())
-                .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt,
-                        Err(e) => {
-                            tracing::error!(source = %label, error = %e, "inventory feed watcher cannot start");
-                            return;
-                        }
-                    };
-                    rt.block_on(async move {
-                        let client = match crate::outbound::client(ca_file.as_deref(), timeout) {
-                            Ok(c) => c,
-                            Err(e) => {
-                                if let Some(me) = weak.upgrade() {
-                                    me.failed(&e.to_string());
-                                }
-                                return;
-                            }
-                        };
-                        loop {
-                            let Some(me) = weak.upgrade() else { return };
-                            me.poll_url(&client).await;
-                            drop(me);
-                            tokio::time::sleep(interval).await;
-                        }
-                    });
-                }),
-        };
-        if let Err(e) = spawned {
-            tracing::error!(source = %self.label, error = %e, "inventory feed watcher unavailable; the feed is not refreshed");
-        }
+        let at_once = matches!(self.spec.location, Location::Url { .. });
+        rt.spawn(async move {
+            if !at_once {
+                tokio::time::sleep(interval).await;
+            }
+            loop {
+                let Some(me) = weak.upgrade() else { return };
+                me.poll().await;
+                tokio::time::sleep(interval).await;
+            }
+        });
     }
 
     /// `/readyz` detail: `state` is `ok`, `stale` (no successful load for
