@@ -177,20 +177,45 @@ impl ProxyHttp for Admin {
                     "pid": std::process::id(),
                 }),
             ),
-            "/readyz" => HttpResponse::json(
-                200,
-                &serde_json::json!({
+            "/readyz" => {
+                let mut body = serde_json::json!({
                     "status": "ready",
                     "pid": std::process::id(),
                     "config_generation": rt.generation,
-                    "tenants": rt.endpoints.len() + rt.relays.len(),
-                }),
-            ),
+                    "tenants": rt.units.len(),
+                });
+                if rt.config.tenants_dir.is_some() {
+                    body["tenant_files"] = tenant_files(&rt);
+                }
+                HttpResponse::json(200, &body)
+            }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),
         };
         write(session, resp).await?;
         Ok(true)
     }
+}
+
+/// `/readyz` detail on `tenants_dir`: how many files serve, and each
+/// refused file with its problem and whether a previous version serves.
+/// A refused file does not make the gateway unready: the others serve.
+fn tenant_files(rt: &crate::gateway::ConfigGeneration) -> serde_json::Value {
+    let refused: Vec<serde_json::Value> = rt
+        .files
+        .iter()
+        .filter_map(|(name, f)| {
+            let error = f.error.as_ref()?;
+            Some(serde_json::json!({
+                "file": name,
+                "error": error,
+                "serving": if f.tenant.is_some() { "previous version" } else { "nothing" },
+            }))
+        })
+        .collect();
+    serde_json::json!({
+        "applied": rt.files.len() - refused.len(),
+        "refused": refused,
+    })
 }
 
 /// What the request presents as `Authorization: Bearer <token>`:

@@ -120,6 +120,12 @@ impl Addresses {
         }
     }
 
+    /// Add the names `other` looked up (a tenant file resolved on its own).
+    pub fn merge(&mut self, other: Addresses) {
+        self.online |= other.online;
+        self.names.extend(other.names);
+    }
+
     /// The addresses of `peers`, in order, without duplicates. Online, a
     /// name that was not looked up is an error; offline it has none.
     pub fn peers(&self, peers: &[PeerSpec]) -> Result<Vec<PeerAddr>, String> {
