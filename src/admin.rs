@@ -110,7 +110,8 @@ impl ProxyHttp for Admin {
         // Reading is open (/healthz, /readyz, /metrics); anything else
         // (POST /reload, POST /idempotency/resolve and whatever is added
         // later) needs the admin token.
-        if !matches!(method.as_str(), "GET" | "HEAD") {
+        // `/admin/…` (lead dead letters and redrive) needs it for every method.
+        if !matches!(method.as_str(), "GET" | "HEAD") || path.starts_with("/admin/") {
             let rt = self.gateway.current();
             let presented = bearer(session.req_header());
             if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {
@@ -152,6 +153,15 @@ impl ProxyHttp for Admin {
             write(session, HttpResponse::json(status, &body)).await?;
             return Ok(true);
         }
+        if let Some(rest) = path.strip_prefix("/admin/tenants/") {
+            let query = session.req_header().uri.query().map(str::to_owned);
+            write(session, tenant_figures(rest, query.as_deref())).await?;
+            return Ok(true);
+        }
+        if let Some(resp) = leads_admin(&method, &path, session.req_header().uri.query()).await {
+            write(session, resp).await?;
+            return Ok(true);
+        }
         let rt = self.gateway.current();
         let resp = match path.as_str() {
             "/readyz" if crate::shutdown::draining() => HttpResponse::json(
@@ -163,6 +173,7 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/metrics" => {
+                crate::leads::outbox::refresh_gauges();
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
                 r.body = Bytes::from(crate::metrics::render());
@@ -178,16 +189,46 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/readyz" => {
+                let (feeds, not_ready) = feed_readiness(&rt);
+                let tenants = rt.units.len();
+                // Ready while at least one tenant can serve; a tenant whose
+                // inventory feed never loaded is listed, not fatal to the others.
+                let (code, status) = match not_ready.len() {
+                    0 => (200, "ready"),
+                    n if n < tenants => (200, "degraded"),
+                    _ => (503, "not_ready"),
+                };
                 let mut body = serde_json::json!({
-                    "status": "ready",
+                    "status": status,
                     "pid": std::process::id(),
                     "config_generation": rt.generation,
-                    "tenants": rt.units.len(),
+                    "tenants": tenants,
                 });
+                if !feeds.is_empty() {
+                    body["feeds"] = serde_json::Value::Array(feeds);
+                }
+                if !not_ready.is_empty() {
+                    body["not_ready"] = serde_json::json!(not_ready);
+                    body["reason"] = serde_json::json!("the inventory feed of the tenants in not_ready has never loaded (see feeds[].last_error)");
+                }
+                // A cluster whose names do not resolve yet fails only its own
+                // tenants' requests: it is reported, not made the whole
+                // gateway's readiness (one dealer's upstream must not take
+                // every other dealer out of rotation).
+                let waiting: Vec<serde_json::Value> = crate::upstream::cluster::registry()
+                    .status()
+                    .into_iter()
+                    .filter(|c| !c.ready)
+                    .map(|c| serde_json::json!({"cluster": c.name, "reason": c.reason}))
+                    .collect();
+                if !waiting.is_empty() {
+                    body["clusters_not_ready"] = serde_json::Value::Array(waiting);
+                }
+                // A refused tenant file is reported, not fatal: the others serve.
                 if rt.config.tenants_dir.is_some() {
                     body["tenant_files"] = tenant_files(&rt);
                 }
-                HttpResponse::json(200, &body)
+                HttpResponse::json(code, &body)
             }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),
         };
@@ -216,6 +257,107 @@ fn tenant_files(rt: &crate::gateway::ConfigGeneration) -> serde_json::Value {
         "applied": rt.files.len() - refused.len(),
         "refused": refused,
     })
+}
+
+/// Inventory feed health for `/readyz`: one entry per source (with the
+/// number of tenants it serves), and the tenants whose feed never loaded.
+fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Value>, Vec<String>) {
+    let mut by_source: std::collections::BTreeMap<String, (serde_json::Value, usize)> =
+        std::collections::BTreeMap::new();
+    let mut not_ready = Vec::new();
+    for ep in rt.endpoints.values() {
+        let Some(h) = ep.contract.backend.feed_health() else {
+            continue;
+        };
+        if h["state"] == "never_loaded" {
+            not_ready.push(ep.tenant.clone());
+        }
+        let source = h["source"].as_str().unwrap_or_default().to_owned();
+        by_source.entry(source).or_insert((h, 0)).1 += 1;
+    }
+    not_ready.sort();
+    let feeds = by_source
+        .into_values()
+        .map(|(mut h, n)| {
+            h["tenants"] = serde_json::json!(n);
+            h
+        })
+        .collect();
+    (feeds, not_ready)
+}
+
+/// Per-tenant figures, which `/metrics` labels only for the tenants `[telemetry]
+/// tenant_metrics` names: `GET /admin/tenants/top?by=requests&n=20` (the `n` highest by
+/// `requests`, `server_errors`, `client_errors`, `throttled` or `duration`) and
+/// `GET /admin/tenants/{id}/stats`. Open like `/metrics` (counts, no request values).
+fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
+    let bad = |msg: String| {
+        HttpResponse::json(
+            400,
+            &serde_json::json!({"error": "bad_request", "message": msg}),
+        )
+    };
+    if rest == "top" {
+        let (mut by, mut n) = (crate::metrics::TopBy::Requests, 20usize);
+        for (k, v) in query
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').unwrap_or((p, "")))
+        {
+            match k {
+                "by" => match crate::metrics::TopBy::parse(v) {
+                    Some(b) => by = b,
+                    None => return bad(format!("by: one of {}", crate::metrics::TopBy::NAMES)),
+                },
+                "n" => match v.parse::<usize>() {
+                    Ok(x) if (1..=1000).contains(&x) => n = x,
+                    _ => return bad("n: a whole number from 1 to 1000".into()),
+                },
+                _ => return bad("unknown parameter; use by= and n=".into()),
+            }
+        }
+        let (top, tenants) = crate::metrics::top_tenants(by, n);
+        return HttpResponse::json(200, &serde_json::json!({"tenants": tenants, "top": top}));
+    }
+    match rest
+        .strip_suffix("/stats")
+        .and_then(crate::metrics::tenant_stats)
+    {
+        Some(stats) => HttpResponse::json(200, &stats),
+        None => HttpResponse::json(
+            404,
+            &serde_json::json!({"error": "not_found", "message": "no such tenant in the configuration being served"}),
+        ),
+    }
+}
+
+/// The lead outbox's admin endpoints (see `crate::leads::outbox`); `None`
+/// for any other path. The journal writes of a redrive are fsync'd: they
+/// run on a blocking thread.
+async fn leads_admin(method: &str, path: &str, query: Option<&str>) -> Option<HttpResponse> {
+    let query = query.map(str::to_owned);
+    let (status, body) = match (method, path) {
+        ("GET", "/admin/leads/dead-letters") => {
+            crate::leads::outbox::admin_dead_letters(query.as_deref())
+        }
+        ("POST", "/admin/leads/redrive") => tokio::task::spawn_blocking(move || {
+            crate::leads::outbox::admin_redrive(query.as_deref())
+        })
+        .await
+        .unwrap_or_else(|_| {
+            (
+                500,
+                serde_json::json!({"error": "internal", "reason": "redrive stopped"}),
+            )
+        }),
+        (_, "/admin/leads/dead-letters" | "/admin/leads/redrive") => (
+            405,
+            serde_json::json!({"error": "method_not_allowed", "reason": "GET /admin/leads/dead-letters, POST /admin/leads/redrive"}),
+        ),
+        _ => return None,
+    };
+    Some(HttpResponse::json(status, &body))
 }
 
 /// What the request presents as `Authorization: Bearer <token>`:

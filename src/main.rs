@@ -107,6 +107,32 @@ enum Command {
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
+    /// Lead outbox operations on the running gateway, through its admin
+    /// listener (server.admin_listen or --admin-listen) with the configured
+    /// admin token.
+    Leads {
+        #[command(subcommand)]
+        action: LeadsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LeadsCommand {
+    /// List dead letters: lead id, tenant, sink, attempts, last error class, times.
+    DeadLetters {
+        /// Only this tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Deliver dead letters again: one lead (--lead-id) or all of a tenant (--all).
+    Redrive {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        lead_id: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 fn load(cli: &Cli) -> Result<Config, String> {
@@ -228,7 +254,7 @@ fn main() -> ExitCode {
                     }
                     out.insert(
                         ep.tenant.clone(),
-                        serde_json::json!({ "path": ep.path, "tools": ep.tools }),
+                        serde_json::json!({ "path": ep.path, "tools": ep.tools.tools }),
                     );
                 }
                 if out.is_empty() {
@@ -272,7 +298,94 @@ fn main() -> ExitCode {
         Some(Command::Passthrough { upstream }) => {
             passthrough(&cfg.server.listen, upstream, &cfg.server)
         }
+        Some(Command::Leads { action }) => leads_command(&cfg, action),
         None | Some(Command::Run) => run(cfg, &cli),
+    }
+}
+
+/// `leads dead-letters` / `leads redrive`: one request to the admin
+/// listener of the running gateway (the outbox's state lives in that
+/// process); prints its JSON answer. Exit 0 on 2xx, 1 otherwise.
+fn leads_command(cfg: &Config, action: &LeadsCommand) -> ExitCode {
+    let (method, path, query) = match action {
+        LeadsCommand::DeadLetters { tenant } => (
+            reqwest::Method::GET,
+            "/admin/leads/dead-letters",
+            tenant
+                .as_ref()
+                .map(|t| format!("tenant={t}"))
+                .unwrap_or_default(),
+        ),
+        LeadsCommand::Redrive {
+            tenant,
+            lead_id,
+            all,
+        } => (
+            reqwest::Method::POST,
+            "/admin/leads/redrive",
+            match (lead_id, all) {
+                (Some(id), _) => format!("tenant={tenant}&lead_id={id}"),
+                (None, _) => format!("tenant={tenant}&all=true"),
+            },
+        ),
+    };
+    let Some(token) = &cfg.server.admin_secret else {
+        eprintln!("aap-gateway: leads: no admin token configured (server.admin_token_file, server.admin_token_env or server.admin_token)");
+        return ExitCode::from(2);
+    };
+    // A wildcard listen address is reached on loopback.
+    let target = match cfg.server.admin_listen.parse::<std::net::SocketAddr>() {
+        Ok(mut a) if a.ip().is_unspecified() => {
+            a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            a.to_string()
+        }
+        _ => cfg.server.admin_listen.clone(),
+    };
+    let url = format!("http://{target}{path}?{query}");
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(async {
+                let client = aap_gateway::outbound::client(None, std::time::Duration::from_secs(5))
+                    .map_err(|e| e.to_string())?;
+                let resp = client
+                    .request(method, &url)
+                    .bearer_auth(token.expose())
+                    .timeout(std::time::Duration::from_secs(30))
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        if e.is_connect() {
+                            format!("cannot reach the admin listener at {target} (is the gateway running?)")
+                        } else {
+                            format!("admin request to {target} failed")
+                        }
+                    })?;
+                let status = resp.status();
+                let body = resp.text().await.unwrap_or_default();
+                Ok::<_, String>((status, body))
+            })
+        });
+    match result {
+        Ok((status, body)) => {
+            let shown = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| serde_json::to_string_pretty(&v).ok())
+                .unwrap_or(body);
+            if status.is_success() {
+                println!("{shown}");
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("aap-gateway: leads: {status}: {shown}");
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("aap-gateway: leads: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -389,6 +502,11 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
     if let Err(e) = locked {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
         return ExitCode::from(2);
+    }
+    // Lead delivery runs on a runtime of its own (`leads::outbox`).
+    if let Err(e) = aap_gateway::leads::outbox::start_delivery() {
+        eprintln!("aap-gateway: {e}");
+        return ExitCode::from(1);
     }
     let runtime = match ConfigGeneration::start(cfg, 1) {
         Ok(rt) => rt,

@@ -1,7 +1,8 @@
 //! The composition root: a [`ConfigGeneration`] is everything built from one config — the shared
-//! state, schemas, one [`TenantUnit`] per tenant and the routing maps made from them — and the DNS lookups its peers need.
+//! state, schemas, catalogs, one [`TenantUnit`] per tenant and the routing maps made from them.
 
 use super::tenant::{self, Serve, TenantUnit};
+use crate::aap::catalog::CatalogInterner;
 use crate::aap::schemas::SchemaSet;
 use crate::auth::Authenticator;
 use crate::config::StateBackend;
@@ -13,12 +14,13 @@ use crate::state::local::LocalState;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
 use crate::tls::Stamp;
-use crate::upstream::client::{Addresses, ClientConfig, PeerSpec};
+use crate::upstream::client::{Client, PeerSpec};
+use crate::upstream::cluster::Registry;
 use crate::upstream::relay::Relay;
 use pingora::tls::sign::CertifiedKey;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Everything derived from one config generation.
@@ -29,6 +31,13 @@ pub struct ConfigGeneration {
     pub schemas: Arc<SchemaSet>,
     /// The shared settings every tenant was built against (`tenant::shared_key`).
     shared_key: String,
+    /// One catalog (and its serialized tools/list pages) per distinct shape,
+    /// shared by the tenants of this generation and, while the shared
+    /// settings stay, of the next (a tenant file applied on its own too).
+    catalogs: Arc<Mutex<CatalogInterner>>,
+    /// Built from the process-wide cluster registry (`run`), not an offline
+    /// one (`check`, `catalog`): what a tenant file applied later uses too.
+    online: bool,
     /// Every tenant (main config and tenant files), by id.
     pub units: HashMap<String, Arc<TenantUnit>>,
     /// The files of `tenants_dir` this generation has seen, by file name.
@@ -47,8 +56,6 @@ pub struct ConfigGeneration {
     /// SNI host name → the certificate of the tenant that names it.
     pub certs: HashMap<String, Arc<CertifiedKey>>,
     pub generation: u64,
-    /// The peer addresses this generation was built with.
-    pub addresses: Addresses,
 }
 
 /// One file of `tenants_dir` as last read.
@@ -90,38 +97,33 @@ impl RelayTenant {
 pub struct BuildError(pub String);
 
 impl ConfigGeneration {
-    /// Build without looking up any host name (for `check` and `catalog`):
-    /// peers named by host name get no address, so nothing can be sent.
+    /// Build without connecting or looking up any host name (for `check`
+    /// and `catalog`): clients from an offline registry.
     pub fn build(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        let dir = super::tenant_dir::read(&config).map_err(BuildError)?;
-        Self::build_with(config, dir, generation, None, Addresses::offline())
+        Self::build_from(config, generation, None, &Registry::offline())
     }
 
-    /// Resolve the peers' host names (tokio's resolver, on a short-lived
-    /// runtime of its own), then build: for `run`, before the server starts.
+    /// Build for `run`, before the server starts. Host names are resolved
+    /// in the background by each cluster (`upstream::cluster`), never here.
     pub fn start(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BuildError(format!("cannot start the resolver: {e}")))?;
-        let mut dir = super::tenant_dir::read(&config).map_err(BuildError)?;
-        let addresses = rt.block_on(resolve_all(&config, &mut dir));
-        // A lookup that timed out may still sit in a blocking thread: do
-        // not wait for it.
-        rt.shutdown_background();
-        let addresses = addresses?;
-        Self::build_with(config, dir, generation, None, addresses)
+        Self::build_from(
+            config,
+            generation,
+            None,
+            crate::upstream::cluster::registry(),
+        )
     }
 
-    /// Build from the config alone (its `tenants_dir` read here).
+    /// Build from the config alone (its `tenants_dir` read here); see
+    /// [`ConfigGeneration::build_with`].
     pub fn build_from(
         config: Config,
         generation: u64,
         previous: Option<&ConfigGeneration>,
-        addresses: Addresses,
+        clusters: &Registry,
     ) -> Result<ConfigGeneration, BuildError> {
         let dir = super::tenant_dir::read(&config).map_err(BuildError)?;
-        Self::build_with(config, dir, generation, previous, addresses)
+        Self::build_with(config, dir, generation, previous, clusters)
     }
 
     /// Build a runtime from the config and the tenant files read from its
@@ -129,16 +131,19 @@ impl ConfigGeneration {
     /// config generation: the shared state, and every tenant whose
     /// fingerprint is unchanged (whole); a changed tenant keeps its backend
     /// (lead log, cursor key) and legacy sessions when those are unchanged.
-    /// `addresses` holds the peers' looked-up addresses ([`resolve_all`]).
+    /// Upstream clients come from `clusters`, which keeps a cluster's client
+    /// while its settings stay; no host name is looked up here.
     ///
-    /// A main-config tenant that fails fails the build; a tenant file that
-    /// fails is refused alone (its previous version, if any, keeps serving).
+    /// A main-config tenant that fails fails the build (the caller discards
+    /// what the build staged in the lead outboxes); a tenant file that fails
+    /// is refused alone (its previous version, if any, keeps serving, and
+    /// the outbox policy its build staged is discarded).
     pub fn build_with(
         config: Config,
         dir: Vec<super::tenant_dir::FileRead>,
         generation: u64,
         previous: Option<&ConfigGeneration>,
-        addresses: Addresses,
+        clusters: &Registry,
     ) -> Result<ConfigGeneration, BuildError> {
         let digest = schemas_digest(&config);
         let schemas = match previous {
@@ -177,12 +182,24 @@ impl ConfigGeneration {
             }
         };
         let key = tenant::shared_key(&config, &digest);
+        // The catalogs of the previous generation while the shared settings
+        // (schemas, idempotency TTL) stay: kept and rebuilt tenants share.
+        let catalogs = match previous {
+            Some(p) if p.shared_key == key => {
+                let c = p.catalogs.clone();
+                c.lock().unwrap_or_else(|e| e.into_inner()).prune();
+                c
+            }
+            _ => Arc::default(),
+        };
         let shared = tenant::Shared {
             config: &config,
             schemas: &schemas,
             state: &state,
             state_kept: reuse_state.is_some(),
             key: &key,
+            clusters,
+            catalogs: &catalogs,
         };
         let before = |id: &str| previous.and_then(|p| p.units.get(id));
         let mut claims = tenant::Claims::default();
@@ -191,7 +208,7 @@ impl ConfigGeneration {
             claims
                 .claim(t, "the main config")
                 .map_err(|e| BuildError(format!("tenant {}: {e}", t.id)))?;
-            let unit = tenant::build(t.clone(), None, &shared, &addresses, before(&t.id))?;
+            let unit = tenant::build(t.clone(), None, &shared, before(&t.id))?;
             units.insert(t.id.clone(), unit);
         }
         let mut files = BTreeMap::new();
@@ -205,7 +222,12 @@ impl ConfigGeneration {
             let built = f.result.and_then(|t| {
                 claims.check(&t, &f.name)?;
                 let prior = before(&t.id).filter(|u| u.file.as_deref() == Some(f.name.as_str()));
-                tenant::build(t, Some(f.name.clone()), &shared, &addresses, prior).map_err(|e| e.0)
+                let id = t.id.clone();
+                tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
+                    // Its previous version (if any) keeps its sinks.
+                    crate::leads::outbox::discard_staged_of(&id);
+                    e.0
+                })
             });
             let entry = match built {
                 Ok(unit) => {
@@ -241,21 +263,36 @@ impl ConfigGeneration {
             state,
             schemas,
             key,
+            catalogs,
+            clusters.is_online(),
             units,
             files,
             generation,
-            addresses,
         ))
     }
 
-    /// The shared settings this generation's tenants were built against.
-    pub(super) fn shared(&self) -> tenant::Shared<'_> {
+    /// The shared settings this generation's tenants were built against,
+    /// with `clusters` (see [`ConfigGeneration::clusters`]).
+    pub(super) fn shared<'a>(&'a self, clusters: &'a Registry) -> tenant::Shared<'a> {
         tenant::Shared {
             config: &self.config,
             schemas: &self.schemas,
             state: &self.state,
             state_kept: true,
             key: &self.shared_key,
+            clusters,
+            catalogs: &self.catalogs,
+        }
+    }
+
+    /// The cluster registry a tenant added to this generation builds its
+    /// upstream client from: the process-wide one, or (a generation built
+    /// offline, for `check`) a new offline one.
+    pub(super) fn clusters(&self) -> ClustersFor {
+        if self.online {
+            ClustersFor::Online(crate::upstream::cluster::registry())
+        } else {
+            ClustersFor::Offline(Registry::offline())
         }
     }
 
@@ -264,17 +301,17 @@ impl ConfigGeneration {
         &self,
         units: HashMap<String, Arc<TenantUnit>>,
         files: BTreeMap<String, TenantFile>,
-        addresses: Addresses,
     ) -> ConfigGeneration {
         Self::assemble(
             self.config.clone(),
             self.state.clone(),
             self.schemas.clone(),
             self.shared_key.clone(),
+            self.catalogs.clone(),
+            self.online,
             units,
             files,
             self.generation + 1,
-            addresses,
         )
     }
 
@@ -285,10 +322,11 @@ impl ConfigGeneration {
         state: Arc<dyn SharedState>,
         schemas: Arc<SchemaSet>,
         shared_key: String,
+        catalogs: Arc<Mutex<CatalogInterner>>,
+        online: bool,
         units: HashMap<String, Arc<TenantUnit>>,
         files: BTreeMap<String, TenantFile>,
         generation: u64,
-        addresses: Addresses,
     ) -> ConfigGeneration {
         let mut endpoints = HashMap::with_capacity(units.len());
         let mut a2a = HashMap::with_capacity(units.len());
@@ -343,6 +381,8 @@ impl ConfigGeneration {
             state,
             schemas,
             shared_key,
+            catalogs,
+            online,
             units,
             files,
             endpoints,
@@ -353,7 +393,6 @@ impl ConfigGeneration {
             hosts,
             certs,
             generation,
-            addresses,
         }
     }
 
@@ -378,6 +417,34 @@ impl ConfigGeneration {
             .filter_map(|(n, f)| f.error.as_deref().map(|e| (n.as_str(), e)))
             .collect()
     }
+
+    /// Tell the metrics which tenants this generation serves (main-config
+    /// tenants and tenant files alike) and which of them get their own
+    /// `tenant` label (`[telemetry] tenant_metrics`), when it is installed.
+    pub fn configure_metrics(&self) {
+        let c = &self.config;
+        let n = self.units.len();
+        crate::metrics::configure_tenants(self.units.keys().map(String::as_str), |id| {
+            c.telemetry.tenant_metrics.labels(id, n)
+        });
+    }
+}
+
+/// The registry a generation's later tenant builds use (see
+/// [`ConfigGeneration::clusters`]).
+pub(super) enum ClustersFor {
+    Online(&'static Registry),
+    Offline(Registry),
+}
+
+impl std::ops::Deref for ClustersFor {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        match self {
+            ClustersFor::Online(r) => r,
+            ClustersFor::Offline(r) => r,
+        }
+    }
 }
 
 /// A digest of the schema set in use: the embedded copies, or the files of
@@ -401,7 +468,7 @@ fn schemas_digest(config: &Config) -> String {
 }
 
 /// The peer and path of an `auth.jwks_url`.
-pub(super) fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
+fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or("auth.jwks_url: not an absolute URL")?;
@@ -414,89 +481,32 @@ pub(super) fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
     Ok((peer, path))
 }
 
-/// Look up every host name the config's backends and JWKS URLs name, with
-/// tokio's resolver (never a blocking call on a worker). A name that does
-/// not resolve fails the build: at start the gateway exits with the error,
-/// on reload the previous configuration keeps serving.
-pub async fn resolve_peers(config: &Config) -> Result<Addresses, BuildError> {
-    resolve_tenants(config.tenants.iter()).await
-}
-
-/// [`resolve_peers`], then the tenant files' names: a tenant file whose
-/// name does not resolve is refused alone (its result becomes the error).
-pub async fn resolve_all(
-    config: &Config,
-    dir: &mut [super::tenant_dir::FileRead],
-) -> Result<Addresses, BuildError> {
-    let mut addresses = resolve_peers(config).await?;
-    let ok = dir.iter().filter_map(|f| f.result.as_ref().ok());
-    match resolve_tenants(ok).await {
-        Ok(a) => addresses.merge(a),
-        Err(_) => {
-            // One at a time, to refuse only the files whose names fail.
-            for f in dir.iter_mut() {
-                let Ok(t) = &f.result else { continue };
-                match resolve_tenants(std::iter::once(t)).await {
-                    Ok(a) => addresses.merge(a),
-                    Err(e) => f.result = Err(e.0),
-                }
-            }
-        }
-    }
-    Ok(addresses)
-}
-
-/// Look up the host names of these tenants' peers and JWKS URLs.
-pub async fn resolve_tenants<'a>(
-    tenants: impl Iterator<Item = &'a TenantConfig>,
-) -> Result<Addresses, BuildError> {
-    // (where the name is configured, the peer)
-    let mut named: Vec<(String, PeerSpec)> = Vec::new();
-    for t in tenants {
-        if let Some(peers) = tenant::backend_peers(&t.backend) {
-            let at = format!("tenant {}: backend.peers", t.id);
-            named.extend(
-                peers
-                    .iter()
-                    .filter_map(|p| PeerSpec::parse(p).ok())
-                    .map(|p| (at.clone(), p)),
-            );
-        }
-        if let Some(url) = t.auth.as_ref().and_then(|a| a.jwks_url.as_deref()) {
-            let at = format!("tenant {}: auth.jwks_url", t.id);
-            named.extend(jwks_peer(url).ok().map(|(p, _)| (at, p)));
-        }
-    }
-    let specs: Vec<PeerSpec> = named.iter().map(|(_, p)| p.clone()).collect();
-    Addresses::resolve(&specs).await.map_err(|e| {
-        let at = named
-            .iter()
-            .find(|(_, p)| p.bare_host() == e.host)
-            .map(|(at, _)| at.as_str())
-            .unwrap_or("peers");
-        BuildError(format!("{at}: {e}"))
-    })
-}
-
 /// The JWKS source of a tenant: a file, or a URL fetched through the same
 /// pooled Pingora client the upstream backends use.
 pub(super) fn key_source(
     config: &Config,
     a: &crate::auth::AuthConfig,
-    addresses: &Addresses,
+    clusters: &Registry,
 ) -> Result<crate::auth::KeySource, String> {
     match (&a.jwks_file, &a.jwks_url) {
         (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
         (None, Some(url)) => {
             let (peer, path) = jwks_peer(url)?;
-            let client = crate::upstream::client::Client::new(ClientConfig {
-                peers: addresses
-                    .peers(&[peer])
-                    .map_err(|e| format!("auth.jwks_url: {e}"))?,
-                connect_timeout: Duration::from_secs(2),
-                request_timeout: Duration::from_secs(5),
-                health_check_interval: Duration::from_secs(30),
-            })?;
+            let scheme = if peer.tls { "https" } else { "http" };
+            // An unnamed cluster of its own: JWKS hosts share nothing with
+            // the backends' pools, and identical ones share one client.
+            let client = clusters
+                .client(&crate::config::ClusterConfig {
+                    name: String::new(),
+                    peers: vec![format!("{scheme}://{}:{}", peer.host, peer.port)],
+                    connect_timeout_ms: 2_000,
+                    request_timeout_ms: 5_000,
+                    health_check_interval_ms: 30_000,
+                    pool_size: 4,
+                    pool_idle_timeout_secs: 30,
+                    dns_refresh_secs: 60,
+                })
+                .map_err(|e| format!("auth.jwks_url: {e}"))?;
             Ok(crate::auth::KeySource::Url(Box::new(
                 crate::upstream::client::JwksOverClient { client, path },
             )))
@@ -505,25 +515,18 @@ pub(super) fn key_source(
     }
 }
 
-pub(super) fn client_config(
-    addresses: &Addresses,
-    peers: &[String],
-    connect_ms: u64,
-    request_ms: u64,
-    health_ms: u64,
-) -> Result<ClientConfig, String> {
-    let specs = peers
-        .iter()
-        .map(|p| PeerSpec::parse(p).map_err(|e| format!("backend.peers: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(ClientConfig {
-        peers: addresses
-            .peers(&specs)
-            .map_err(|e| format!("backend.peers: {e}"))?,
-        connect_timeout: Duration::from_millis(connect_ms),
-        request_timeout: Duration::from_millis(request_ms),
-        health_check_interval: Duration::from_millis(health_ms),
-    })
+/// The shared client of a forwarding backend's cluster (named or inline).
+pub(super) fn cluster_client(
+    clusters: &Registry,
+    config: &Config,
+    backend: &crate::config::BackendConfig,
+) -> Result<Arc<Client>, String> {
+    let cluster = config
+        .cluster_of(backend)
+        .ok_or("backend.cluster: names no [[clusters]] entry")?;
+    clusters
+        .client(&cluster)
+        .map_err(|e| format!("backend.{e}"))
 }
 
 pub(super) fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {

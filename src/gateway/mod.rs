@@ -11,10 +11,7 @@ mod publish;
 mod tenant;
 pub mod tenant_dir;
 
-pub use generation::{
-    resolve_all, resolve_peers, resolve_tenants, BuildError, ConfigGeneration, RelayTenant,
-    TenantFile,
-};
+pub use generation::{BuildError, ConfigGeneration, RelayTenant, TenantFile};
 pub use publish::Published;
 pub use tenant::{host_key, Serve, TenantUnit};
 
@@ -65,6 +62,7 @@ impl Gateway {
         crate::metrics::METRICS
             .config_generation
             .set(runtime.generation as i64);
+        runtime.configure_metrics();
         tenant_dir::publish_metrics(&runtime);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
@@ -120,11 +118,13 @@ impl Gateway {
     }
 
     /// Publish a new generation: requests that start from now on use it;
-    /// those in flight finish on the one they started with.
+    /// those in flight finish on the one they started with. The metrics
+    /// learn its tenants (added or removed by the config or a tenant file).
     fn swap(&self, rt: ConfigGeneration) {
         crate::metrics::METRICS
             .config_generation
             .set(rt.generation as i64);
+        rt.configure_metrics();
         tenant_dir::publish_metrics(&rt);
         if let Some(names) = self.sni.get() {
             names.store(Arc::new(rt.certs.clone()));
@@ -322,12 +322,10 @@ impl Gateway {
         Some(resp)
     }
 
-    /// Resolve the new config's peers (asynchronously: a reload never
-    /// blocks a worker on DNS), build a new runtime and swap it in
-    /// atomically.
+    /// Build a new runtime and swap it in atomically. Nothing waits for
+    /// DNS: a new cluster resolves its names in the background.
     pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
-        let mut dir = tenant_dir::read(&config).map_err(BuildError)?;
-        let addresses = resolve_all(&config, &mut dir).await?;
+        let dir = tenant_dir::read(&config).map_err(BuildError)?;
         let current = self.runtime.load_full();
         let generation = current.generation + 1;
         if config.server.listen != current.config.server.listen
@@ -337,8 +335,17 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = ConfigGeneration::build_with(config, dir, generation, Some(&current), addresses)?;
+        let rt = ConfigGeneration::build_with(
+            config,
+            dir,
+            generation,
+            Some(&current),
+            crate::upstream::cluster::registry(),
+        )
+        .inspect_err(|_| crate::leads::outbox::discard_staged())?;
         self.swap(rt);
+        // The tenants' lead outboxes take the new sinks only now.
+        crate::leads::outbox::commit_staged();
         Ok(generation)
     }
 }

@@ -4,8 +4,8 @@
 //! A generation holds units and cheap routing maps made from them. A reload or a tenant file
 //! that leaves a tenant's fingerprint unchanged keeps its unit (every `Arc` in it) as it was.
 
-use super::generation::{bucket, client_config, key_source, BuildError, RelayTenant};
-use crate::aap::catalog::{self, CatalogOptions};
+use super::generation::{bucket, cluster_client, key_source, BuildError, RelayTenant};
+use crate::aap::catalog::{CatalogInterner, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
 use crate::aap::publish::{self, Documents};
@@ -18,15 +18,16 @@ use crate::mcp::server::Endpoint;
 use crate::mcp::session::SessionStore;
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
-use crate::upstream::client::{Addresses, PeerSpec};
+use crate::upstream::cluster::Registry;
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
+use crate::upstream::inventory::source::SourceSpec;
 use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
 use crate::upstream::relay::{Relay, RelayConfig};
 use pingora::tls::sign::CertifiedKey;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How a tenant serves: the AAP endpoint (MCP and A2A) or a transparent relay.
@@ -43,16 +44,17 @@ pub struct TenantUnit {
     /// The tenant file it came from (its name in `tenants_dir`); `None`
     /// for a `[[tenants]]` entry of the main config.
     pub file: Option<String>,
-    /// SHA-256 over the tenant's config, its peers' addresses and the
-    /// shared settings it depends on: equal means "nothing to rebuild".
+    /// SHA-256 over the tenant's config, its upstream cluster's settings and
+    /// the shared settings it depends on: equal means "nothing to rebuild".
     pub fingerprint: [u8; 32],
     pub serve: Serve,
     /// The discovery documents (with a `public_url`).
     pub docs: Option<Arc<Documents>>,
     /// The certificate for the tenant's host names (`[tenants.tls]`).
     pub cert: Option<Arc<CertifiedKey>>,
-    /// The peer addresses the backend was built with (what a rebuild compares).
-    peer_addrs: String,
+    /// The upstream cluster settings the backend was built with (what a
+    /// rebuild compares; see [`upstream_key`]).
+    upstream: String,
 }
 
 impl std::fmt::Debug for TenantUnit {
@@ -95,6 +97,10 @@ pub(super) struct Shared<'a> {
     pub state_kept: bool,
     /// The shared settings a tenant's build reads, as text (see [`shared_key`]).
     pub key: &'a str,
+    /// Where forwarding backends and JWKS URLs get their pooled clients.
+    pub clusters: &'a Registry,
+    /// The generation's catalogs: tenants of the same shape share one.
+    pub catalogs: &'a Mutex<CatalogInterner>,
 }
 
 /// The settings outside `[[tenants]]` that a tenant's build reads: a change
@@ -118,30 +124,12 @@ pub(super) fn shared_key(c: &Config, schemas_digest: &str) -> String {
     )
 }
 
-/// The peers a forwarding backend names (`None` for the embedded one).
-pub(super) fn backend_peers(b: &BackendConfig) -> Option<&[String]> {
-    match b {
-        BackendConfig::Embedded(_) => None,
-        BackendConfig::Mcp(m) => Some(&m.peers),
-        BackendConfig::A2a(a) => Some(&a.peers),
-        BackendConfig::Relay(r) => Some(&r.peers),
-    }
-}
-
-/// The looked-up addresses of a tenant's peers and JWKS host, as text.
-fn peer_addrs(t: &TenantConfig, addresses: &Addresses) -> String {
-    let mut specs: Vec<PeerSpec> = backend_peers(&t.backend)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| PeerSpec::parse(p).ok())
-        .collect();
-    if let Some(url) = t.auth.as_ref().and_then(|a| a.jwks_url.as_deref()) {
-        specs.extend(super::generation::jwks_peer(url).ok().map(|(p, _)| p));
-    }
-    match addresses.peers(&specs) {
-        Ok(v) => format!("{:?}", v.iter().map(|p| p.addr).collect::<Vec<_>>()),
-        Err(e) => e,
-    }
+/// The settings of a tenant's upstream cluster (its named `[[clusters]]`
+/// entry or its inline peers), as text: a cluster changed in the main config
+/// rebuilds the tenants naming it. Nothing is looked up (the cluster's
+/// client resolves its names in the background).
+fn upstream_key(config: &Config, t: &TenantConfig) -> String {
+    format!("{:?}", config.cluster_of(&t.backend))
 }
 
 /// Stamps of the tenant's certificate files: a replaced certificate
@@ -174,30 +162,36 @@ fn fingerprint(shared: &Shared<'_>, t: &TenantConfig, addrs: &str) -> [u8; 32] {
 /// Build one tenant, or keep `before` whole when its fingerprint is the
 /// same. A changed tenant still keeps what must outlive a change when it
 /// can: the backend (lead log, cursor key, pool) while the backend config
-/// and its addresses are unchanged, and legacy sessions.
+/// and its cluster settings are unchanged, and legacy sessions.
+///
+/// Building an embedded backend stages its lead outbox's new sinks and
+/// policy (`crate::leads::outbox::attach`): the caller commits them once the
+/// generation is served, or discards them.
 pub(super) fn build(
     t: TenantConfig,
     file: Option<String>,
     shared: &Shared<'_>,
-    addresses: &Addresses,
     before: Option<&Arc<TenantUnit>>,
 ) -> Result<Arc<TenantUnit>, BuildError> {
-    let addrs = peer_addrs(&t, addresses);
+    let config = shared.config;
+    let addrs = upstream_key(config, &t);
     let fp = fingerprint(shared, &t, &addrs);
     if let Some(b) = before.filter(|b| b.fingerprint == fp && b.file == file) {
         return Ok(b.clone());
     }
-    let config = shared.config;
     let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
     let same_backend = before.filter(|b| {
         shared.state_kept
-            && b.peer_addrs == addrs
+            && b.upstream == addrs
             && format!("{:?}", b.config.backend) == format!("{:?}", t.backend)
     });
     let auth = match &t.auth {
         Some(a) => Some(Arc::new(
-            Authenticator::new(a.clone(), key_source(config, a, addresses).map_err(err)?)
-                .map_err(err)?,
+            Authenticator::new(
+                a.clone(),
+                key_source(config, a, shared.clusters).map_err(err)?,
+            )
+            .map_err(err)?,
         )),
         None => None,
     };
@@ -223,14 +217,7 @@ pub(super) fn build(
             Some(r) => r,
             None => Arc::new(
                 Relay::new(RelayConfig {
-                    client: client_config(
-                        addresses,
-                        &r.peers,
-                        r.connect_timeout_ms,
-                        r.request_timeout_ms,
-                        r.health_check_interval_ms,
-                    )
-                    .map_err(err)?,
+                    client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
                     path: r.path.clone(),
                     bearer_token: r.bearer_token.clone(),
                     max_json_depth: config.limits.max_json_depth,
@@ -254,7 +241,7 @@ pub(super) fn build(
             serve,
             docs: None,
             cert,
-            peer_addrs: addrs,
+            upstream: addrs,
         }));
     }
     let state = shared.state;
@@ -282,14 +269,21 @@ pub(super) fn build(
                 .as_ref()
                 .map(|p| config.resolve(p))
                 .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
+            // Staged until the generation is served (see above).
+            let outbox =
+                crate::leads::outbox::attach(&t.id, &leads_file, &state_dir, &e.sinks, &e.outbox)
+                    .map_err(|e| err(e.to_string()))?;
             Arc::new(
                 EmbeddedDealer::load(EmbeddedConfig {
-                    inventory: config.resolve(&e.inventory),
+                    // Shared with every tenant naming the same source.
+                    feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
+                    schemas: shared.schemas.clone(),
                     dealer: config.resolve(&e.dealer),
                     leads_file,
                     state_dir: state_dir.clone(),
                     shared: (config.state.backend == StateBackend::Redis)
                         .then(|| tenant_state.clone()),
+                    outbox,
                     default_limit: e.default_limit,
                     max_limit: e.max_limit,
                     cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),
@@ -299,14 +293,7 @@ pub(super) fn build(
         }
         (BackendConfig::Mcp(m), None) => Arc::new(
             McpUpstream::new(McpUpstreamConfig {
-                client: client_config(
-                    addresses,
-                    &m.peers,
-                    m.connect_timeout_ms,
-                    m.request_timeout_ms,
-                    m.health_check_interval_ms,
-                )
-                .map_err(err)?,
+                client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
                 path: m.path.clone(),
                 revision: match m.revision.as_str() {
                     "2026-07-28" => RevisionMode::Modern,
@@ -322,14 +309,7 @@ pub(super) fn build(
         ),
         (BackendConfig::A2a(a), None) => Arc::new(
             A2aUpstream::new(A2aUpstreamConfig {
-                client: client_config(
-                    addresses,
-                    &a.peers,
-                    a.connect_timeout_ms,
-                    a.request_timeout_ms,
-                    a.health_check_interval_ms,
-                )
-                .map_err(err)?,
+                client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
                 path: a.path.clone(),
                 card_path: a.card_path.clone(),
                 extension_uri: a.extension_uri.clone(),
@@ -340,7 +320,10 @@ pub(super) fn build(
             })
             .map_err(|e| err(format!("backend: {e}")))?,
         ),
-        (BackendConfig::Relay(_), None) => unreachable!("relay tenants return above"),
+        // Relay tenants returned above.
+        (BackendConfig::Relay(_), None) => {
+            return Err(err("backend: a relay tenant has no endpoint".into()))
+        }
     };
     let schemas = shared.schemas;
     let skills: Vec<Skill> = t.skills.iter().filter_map(|s| Skill::from_id(s)).collect();
@@ -359,7 +342,18 @@ pub(super) fn build(
         host_compat: t.host_compat,
         idempotency_ttl,
     };
-    let tools = catalog::build(schemas, &skills, Some(&capabilities), &opts).map_err(err)?;
+    let tools = shared
+        .catalogs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(
+            schemas,
+            &skills,
+            Some(&capabilities),
+            &opts,
+            t.tools_page_size,
+        )
+        .map_err(err)?;
     let docs = match &t.public_url {
         // From the skills and capabilities that built `tools`, so the
         // documents and tools/list cannot disagree.
@@ -437,7 +431,7 @@ pub(super) fn build(
         serve: Serve::Endpoint(Arc::new(endpoint)),
         docs,
         cert,
-        peer_addrs: addrs,
+        upstream: addrs,
     }))
 }
 

@@ -8,7 +8,7 @@
 //! unchanged for one poll, so a half-written file is never read. A poll costs one `stat`
 //! per file.
 
-use super::generation::{resolve_tenants, ConfigGeneration, TenantFile};
+use super::generation::{ConfigGeneration, TenantFile};
 use super::tenant;
 use super::Gateway;
 use crate::config::{Config, TenantConfig};
@@ -130,7 +130,10 @@ impl Gateway {
     /// Apply one file of `tenants_dir` as it is now (added, changed or
     /// removed): only that tenant is built; every other tenant keeps its
     /// unit. A file that fails is refused; the previous version of its
-    /// tenant, if any, keeps serving.
+    /// tenant, if any, keeps serving. Its upstream client comes from the
+    /// cluster registry (no lookup here); its lead outbox takes the new
+    /// sinks once the new generation is served, and keeps its old ones if
+    /// the file is refused (only this tenant's staged policy is dropped).
     pub async fn apply_tenant_file(&self, name: &str) {
         let _one_at_a_time = self.reload_lock.lock().await;
         let started = Instant::now();
@@ -153,7 +156,7 @@ impl Gateway {
                 units.remove(u.id());
             }
             files.remove(name);
-            self.swap(cur.with_units(units, files, cur.addresses.clone()));
+            self.swap(cur.with_units(units, files));
             APPLIES.with_label_values(&["removed"]).inc();
             tracing::info!(
                 file = name,
@@ -164,7 +167,8 @@ impl Gateway {
             return;
         }
         let read = read_one(&cur.config, &dir, name, now);
-        let mut addresses = cur.addresses.clone();
+        let clusters = cur.clusters();
+        let mut staged_for = None;
         let built = match read.result {
             Err(e) => Err(e),
             Ok(t) => {
@@ -177,21 +181,12 @@ impl Gateway {
                 }
                 match claims.check(&t, name) {
                     Err(e) => Err(e),
-                    Ok(()) => match resolve_tenants(std::iter::once(&t)).await {
-                        Err(e) => Err(e.0),
-                        Ok(found) => {
-                            addresses.merge(found);
-                            let prior = old.as_ref().filter(|o| o.id() == t.id);
-                            tenant::build(
-                                t,
-                                Some(name.to_owned()),
-                                &cur.shared(),
-                                &addresses,
-                                prior,
-                            )
+                    Ok(()) => {
+                        let prior = old.as_ref().filter(|o| o.id() == t.id);
+                        staged_for = Some(t.id.clone());
+                        tenant::build(t, Some(name.to_owned()), &cur.shared(&clusters), prior)
                             .map_err(|e| e.0)
-                        }
-                    },
+                    }
                 }
             }
         };
@@ -211,7 +206,9 @@ impl Gateway {
                         error: None,
                     },
                 );
-                self.swap(cur.with_units(units, files, addresses));
+                self.swap(cur.with_units(units, files));
+                // This tenant's lead outbox takes its new sinks only now.
+                crate::leads::outbox::commit_staged();
                 APPLIES.with_label_values(&["applied"]).inc();
                 tracing::info!(
                     file = name,
@@ -222,6 +219,10 @@ impl Gateway {
                 );
             }
             Err(e) => {
+                if let Some(id) = &staged_for {
+                    // The serving version (if any) keeps its sinks.
+                    crate::leads::outbox::discard_staged_of(id);
+                }
                 log_refused(name, &e, old.is_some());
                 files.insert(
                     name.to_owned(),
@@ -231,7 +232,7 @@ impl Gateway {
                         error: Some(e),
                     },
                 );
-                self.swap(cur.with_units(units, files, cur.addresses.clone()));
+                self.swap(cur.with_units(units, files));
                 APPLIES.with_label_values(&["refused"]).inc();
             }
         }

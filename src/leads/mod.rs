@@ -1,7 +1,12 @@
 //! Lead delivery to the dealer's own systems: the [`LeadSink`] port every delivery target
 //! implements, and the [`Lead`] an accepted `aap_lead_submit` becomes once it is durably recorded.
 
+pub mod adf_http;
+pub mod outbox;
 pub mod post;
+pub mod sinks;
+pub mod smtp;
+pub mod webhook;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

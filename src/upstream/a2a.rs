@@ -14,7 +14,7 @@
 //! agent response. a2a-sdk peers send every number as a double, so
 //! integral floats are turned back into integers before validation.
 
-use super::client::{Client, ClientConfig, Reply, Request};
+use super::client::{Client, Reply, Request};
 use crate::aap::error::{ERROR_AT_TYPE, ERROR_TYPE};
 use crate::aap::payload::Payload;
 use crate::backend::{
@@ -30,7 +30,7 @@ pub const AAP_EXTENSION_MARK: &str = "autoagentprotocol.org/extensions/aap";
 
 #[derive(Debug, Clone)]
 pub struct A2aUpstreamConfig {
-    pub client: ClientConfig,
+    pub client: std::sync::Arc<Client>,
     pub path: String,
     pub card_path: String,
     pub extension_uri: Option<String>,
@@ -42,7 +42,7 @@ pub struct A2aUpstreamConfig {
 
 #[derive(Debug)]
 pub struct A2aUpstream {
-    client: Client,
+    client: std::sync::Arc<Client>,
     path: String,
     card_path: String,
     configured_uri: Option<String>,
@@ -56,7 +56,7 @@ pub struct A2aUpstream {
 impl A2aUpstream {
     pub fn new(cfg: A2aUpstreamConfig) -> Result<A2aUpstream, String> {
         Ok(A2aUpstream {
-            client: Client::new(cfg.client)?,
+            client: cfg.client,
             path: cfg.path,
             card_path: cfg.card_path,
             configured_uri: cfg.extension_uri,

@@ -3,6 +3,8 @@
 
 pub mod a2a;
 pub mod client;
+pub mod cluster;
 pub mod embedded;
+pub mod inventory;
 pub mod mcp;
 pub mod relay;

@@ -9,7 +9,7 @@
 //! peer that issued it (affinity) and the negotiated protocol version (to
 //! fill an omitted `MCP-Protocol-Version`).
 
-use super::client::{Client, ClientConfig, Request, StreamedBody};
+use super::client::{Client, Request, StreamedBody};
 use crate::backend::BackendError;
 use crate::context::RequestCtx;
 use crate::error::Failure;
@@ -32,7 +32,7 @@ const MAX_HANDSHAKE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
-    pub client: ClientConfig,
+    pub client: std::sync::Arc<Client>,
     pub path: String,
     pub bearer_token: Option<crate::config::Secret>,
     pub max_json_depth: usize,
@@ -50,7 +50,7 @@ struct SessionInfo {
 #[derive(Debug)]
 pub struct Relay {
     cfg: RelayConfig,
-    client: Client,
+    client: std::sync::Arc<Client>,
     sessions: Mutex<HashMap<String, SessionInfo>>,
 }
 
@@ -84,7 +84,7 @@ fn is_hop_header(name: &str) -> bool {
 impl Relay {
     pub fn new(cfg: RelayConfig) -> Result<Relay, String> {
         Ok(Relay {
-            client: Client::new(cfg.client.clone())?,
+            client: cfg.client.clone(),
             cfg,
             sessions: Mutex::new(HashMap::new()),
         })
@@ -232,7 +232,7 @@ impl Relay {
         };
         // A GET stream may sit idle for as long as the server has nothing to
         // say; a POST answer must keep moving.
-        let idle = (req.method != "GET").then_some(self.cfg.client.request_timeout);
+        let idle = (req.method != "GET").then_some(self.cfg.client.request_timeout());
         let started = std::time::Instant::now();
         let opened = self
             .client
@@ -261,7 +261,7 @@ impl Relay {
             StreamedBody::Events(mut rx) if handshake => {
                 // The handshake answer is one event and ends; read it whole.
                 let mut buf = Vec::new();
-                let deadline = tokio::time::Instant::now() + self.cfg.client.request_timeout;
+                let deadline = tokio::time::Instant::now() + self.cfg.client.request_timeout();
                 while let Ok(Some(chunk)) = tokio::time::timeout_at(deadline, rx.recv()).await {
                     buf.extend_from_slice(&chunk);
                     if buf.len() > MAX_HANDSHAKE_BYTES {

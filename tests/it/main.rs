@@ -5,11 +5,14 @@
 //! lead_path::` still runs one group.
 
 mod a2a_inbound;
+mod adf;
 mod admin;
 mod auth;
 mod browser;
+mod clusters;
 mod contract;
 mod demo;
+mod feeds;
 mod framing;
 mod host_routing;
 mod hostile;
@@ -18,7 +21,9 @@ mod ingress;
 mod lead_path;
 mod limits;
 mod logs;
+mod metrics_scale;
 mod ops;
+mod outbox;
 mod pipeline;
 mod protocol_details;
 mod publish;

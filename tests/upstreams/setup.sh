@@ -46,7 +46,7 @@ VPY="$VENV/bin/python"
 REQ_SUM="$(sha256sum "$SCRIPT_DIR/requirements.txt" | cut -d' ' -f1)"
 REQ_STAMP="$VENV/.aap-upstreams-requirements.sha256"
 if [ -f "$REQ_STAMP" ] && [ "$(cat "$REQ_STAMP")" = "$REQ_SUM" ] \
-   && "$VPY" -c 'import mcp, a2a, uvicorn, starlette, jsonschema, opentelemetry.proto' >/dev/null 2>&1; then
+   && "$VPY" -c 'import mcp, a2a, uvicorn, starlette, jsonschema, opentelemetry.proto, aiosmtpd' >/dev/null 2>&1; then
   info "venv matches requirements.txt; skipping pip"
 else
   info "pip install -r tests/upstreams/requirements.txt"

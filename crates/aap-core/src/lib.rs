@@ -25,6 +25,7 @@ pub mod context;
 pub mod digest;
 pub mod error;
 pub mod exchange;
+pub mod feed;
 pub mod json;
 pub mod mcp;
 pub mod metrics;

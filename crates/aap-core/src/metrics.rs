@@ -1,14 +1,17 @@
 //! Prometheus metrics, exposed on the admin listener at `/metrics`.
 //!
 //! Labels never carry request values: tenant ids, revisions, skill ids,
-//! outcome codes and statuses come from small closed sets.
+//! outcome codes and statuses come from small closed sets. The `tenant` label is bounded too:
+//! only tenants `[telemetry] tenant_metrics` names get their own value, the others share
+//! `tenant="_other"`; every tenant's own figures stay readable through [`tenant_stats`].
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -228,7 +231,19 @@ pub fn render() -> String {
 /// the same record the access line is written from).
 pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
     let m = &*METRICS;
-    let (tenant, skill) = (r.tenant, r.skill);
+    let guard = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let own = guard.get(r.tenant);
+    if let Some((stats, _)) = own {
+        stats.count(r, seconds);
+    }
+    let tenant = match own {
+        Some((_, true)) => r.tenant,
+        Some((_, false)) => OTHER_TENANTS,
+        // Not a configured tenant: "-" (no route) or one a reload just removed.
+        None if r.tenant == "-" => "-",
+        None => OTHER_TENANTS,
+    };
+    let skill = r.skill;
     m.requests
         .with_label_values(&[
             tenant,
@@ -284,3 +299,249 @@ pub static ADMIN_REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         &["reason"],
     )
 });
+
+fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    r.register(Box::new(g.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
+    g
+}
+
+/// Inventory feed health, one series per feed source (a file path or a URL
+/// without its query); see `aap_gateway::upstream::inventory::source`.
+pub struct FeedMetrics {
+    /// Loads by result: `ok`, `refused` (rejected share or row drop), `failed`
+    /// (unreadable, unparsable or unreachable).
+    pub loads: IntCounterVec,
+    pub last_success: IntGaugeVec,
+    pub last_check: IntGaugeVec,
+    pub vehicles: IntGaugeVec,
+    pub rejected: IntGaugeVec,
+    pub duplicates: IntGaugeVec,
+    pub stale_after: IntGaugeVec,
+}
+
+pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
+    let r = &METRICS.registry;
+    FeedMetrics {
+        loads: counter(
+            r,
+            "aap_feed_loads_total",
+            "Inventory feed loads by source and result (ok, refused, failed)",
+            &["source", "result"],
+        ),
+        last_success: gauge(
+            r,
+            "aap_feed_last_success_timestamp_seconds",
+            "Unix time the source's current inventory was loaded",
+            &["source"],
+        ),
+        last_check: gauge(
+            r,
+            "aap_feed_last_check_timestamp_seconds",
+            "Unix time the source was last reached (changed or not)",
+            &["source"],
+        ),
+        vehicles: gauge(
+            r,
+            "aap_feed_vehicles",
+            "Vehicles in the inventory the source serves",
+            &["source"],
+        ),
+        rejected: gauge(
+            r,
+            "aap_feed_rows_rejected",
+            "Rows rejected in the source's last parsed feed",
+            &["source"],
+        ),
+        duplicates: gauge(
+            r,
+            "aap_feed_rows_duplicate",
+            "Duplicate rows skipped in the source's last parsed feed",
+            &["source"],
+        ),
+        stale_after: gauge(
+            r,
+            "aap_feed_stale_after_seconds",
+            "The source's stale_after_secs: older loads are reported stale",
+            &["source"],
+        ),
+    }
+});
+
+/// The `tenant` label value of every tenant without a label of its own.
+pub const OTHER_TENANTS: &str = "_other";
+
+/// Per configured tenant: its own figures, and whether it has its own `tenant` label. Read
+/// on every request (a shared read lock, as prometheus' own label maps take), written only
+/// when a configuration is installed ([`configure_tenants`]).
+type TenantTable = HashMap<String, (Arc<TenantStats>, bool)>;
+static TENANTS: LazyLock<RwLock<TenantTable>> = LazyLock::new(Default::default);
+
+/// One tenant's request figures since it was configured (kept across reloads that keep it).
+#[derive(Debug, Default)]
+pub struct TenantStats {
+    requests: AtomicU64,
+    client_errors: AtomicU64,
+    server_errors: AtomicU64,
+    throttled: AtomicU64,
+    tool_calls: AtomicU64,
+    duration_us: AtomicU64,
+}
+
+impl TenantStats {
+    fn count(&self, r: &crate::access::AccessRecord<'_>, seconds: f64) {
+        self.requests.fetch_add(1, Relaxed);
+        match r.status {
+            400..=499 => self.client_errors.fetch_add(1, Relaxed),
+            500..=599 => self.server_errors.fetch_add(1, Relaxed),
+            _ => 0,
+        };
+        if matches!(r.outcome, "throttled" | "RATE_LIMITED") {
+            self.throttled.fetch_add(1, Relaxed);
+        }
+        if r.skill != "-" {
+            self.tool_calls.fetch_add(1, Relaxed);
+        }
+        self.duration_us.fetch_add((seconds * 1e6) as u64, Relaxed);
+    }
+
+    /// The figures as a JSON object (what the admin endpoints answer).
+    pub fn to_json(&self, tenant: &str) -> serde_json::Value {
+        let requests = self.requests.load(Relaxed);
+        let us = self.duration_us.load(Relaxed);
+        serde_json::json!({
+            "tenant": tenant,
+            "requests": requests,
+            "client_errors": self.client_errors.load(Relaxed),
+            "server_errors": self.server_errors.load(Relaxed),
+            "throttled": self.throttled.load(Relaxed),
+            "tool_calls": self.tool_calls.load(Relaxed),
+            "mean_duration_ms": if requests == 0 { 0.0 } else { us as f64 / requests as f64 / 1000.0 },
+        })
+    }
+
+    fn get(&self, by: TopBy) -> u64 {
+        match by {
+            TopBy::Requests => self.requests.load(Relaxed),
+            TopBy::Errors => self.server_errors.load(Relaxed),
+            TopBy::ClientErrors => self.client_errors.load(Relaxed),
+            TopBy::Throttled => self.throttled.load(Relaxed),
+            TopBy::Duration => self.duration_us.load(Relaxed),
+        }
+    }
+}
+
+/// What `GET /admin/tenants/top?by=` ranks by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopBy {
+    Requests,
+    Errors,
+    ClientErrors,
+    Throttled,
+    Duration,
+}
+
+impl TopBy {
+    pub const NAMES: &'static str = "requests, server_errors, client_errors, throttled, duration";
+    pub fn parse(s: &str) -> Option<TopBy> {
+        Some(match s {
+            "requests" => TopBy::Requests,
+            "server_errors" | "errors" => TopBy::Errors,
+            "client_errors" => TopBy::ClientErrors,
+            "throttled" => TopBy::Throttled,
+            "duration" => TopBy::Duration,
+            _ => return None,
+        })
+    }
+}
+
+/// Install the tenants of a new configuration: each keeps its figures if it was configured
+/// before, gets its own `tenant` label if `labelled(id)` says so; tenants no longer
+/// configured are forgotten (and their labelled series removed), so the table and
+/// `/metrics` stay as large as the configuration, never larger.
+pub fn configure_tenants<'a>(
+    ids: impl IntoIterator<Item = &'a str>,
+    labelled: impl Fn(&str) -> bool,
+) {
+    let mut table = TENANTS.write().unwrap_or_else(|e| e.into_inner());
+    let mut next: TenantTable = HashMap::new();
+    let mut lost = false;
+    for id in ids {
+        let label = labelled(id);
+        let stats = match table.remove(id) {
+            Some((s, was)) => {
+                lost |= was && !label;
+                s
+            }
+            None => Arc::default(),
+        };
+        next.insert(id.to_owned(), (stats, label));
+    }
+    // What is left was removed from the configuration.
+    lost |= table.values().any(|(_, was)| *was);
+    *table = next;
+    drop(table);
+    if lost {
+        reset_tenant_series();
+    }
+}
+
+/// Clear every series that has a `tenant` label, so a tenant that lost its own label (removed,
+/// or no longer named by `tenant_metrics`) leaves nothing behind. The prometheus crate can
+/// only remove a series by its full label set, which the gateway does not keep, so the
+/// vectors are reset as a whole: Prometheus' `rate()` and `increase()` read a reset as a
+/// counter restart, like a process restart, and lose nothing.
+fn reset_tenant_series() {
+    let m = &*METRICS;
+    for c in [
+        &m.requests,
+        &m.filled,
+        &m.conflicts,
+        &m.schema_rejections,
+        &m.throttled,
+        &m.replays,
+    ] {
+        c.reset();
+    }
+    m.latency.reset();
+    m.upstream_latency.reset();
+}
+
+/// The `tenant` label value for `tenant` (itself, `_other`, or `-` for no tenant).
+pub fn tenant_label(tenant: &str) -> &str {
+    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    match table.get(tenant) {
+        Some((_, true)) => tenant,
+        _ if tenant == "-" => "-",
+        _ => OTHER_TENANTS,
+    }
+}
+
+/// One configured tenant's figures (`None`: no such tenant).
+pub fn tenant_stats(tenant: &str) -> Option<serde_json::Value> {
+    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    table.get(tenant).map(|(s, _)| s.to_json(tenant))
+}
+
+/// The `n` tenants with the highest figure `by` (ties by id), and how many are configured.
+pub fn top_tenants(by: TopBy, n: usize) -> (Vec<serde_json::Value>, usize) {
+    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let mut all: Vec<(u64, &String, &Arc<TenantStats>)> = table
+        .iter()
+        .map(|(id, (s, _))| (s.get(by), id, s))
+        .collect();
+    let total = all.len();
+    let n = n.min(total);
+    if n < total {
+        // Partial selection, not a full sort: O(tenants) per call.
+        all.select_nth_unstable_by(n, |a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+        all.truncate(n);
+    }
+    all.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    (
+        all.into_iter().map(|(_, id, s)| s.to_json(id)).collect(),
+        total,
+    )
+}

@@ -7,7 +7,7 @@ use bytes::Bytes;
 /// A tenant's `auth.jwks_url`, fetched through the same pooled client the
 /// backends use (the port `aap_core::auth::JwksFetcher`).
 pub struct JwksOverClient {
-    pub client: Client,
+    pub client: std::sync::Arc<Client>,
     pub path: String,
 }
 

@@ -20,6 +20,12 @@
 //! it is *uncertain*. Reads are retried on the next peer; writes
 //! (`lead.submit`) use a fresh connection, are sent once and never retried.
 //!
+//! The peer set can change while the client serves: [`Client::set_peers`]
+//! (called by the cluster's DNS refresh, `crate::upstream::cluster`)
+//! installs a new load balancer and health loop; a peer keeps its index for
+//! the client's lifetime, so a session pinned to a peer stays pinned. The
+//! connection pool belongs to the client and outlives peer-set changes.
+//!
 //! Peer addresses and DNS: [`addresses`]; open-ended event streams for the
 //! relay: [`stream`]; the JWKS fetcher port: [`jwks`].
 
@@ -29,12 +35,13 @@ mod jwks;
 mod stream;
 mod wire;
 
-pub use addresses::{Addresses, PeerAddr, PeerSpec, ResolveError};
+pub use addresses::{PeerAddr, PeerSpec};
 pub use jwks::JwksOverClient;
 pub use stream::{Streamed, StreamedBody};
 
 use crate::backend::BackendError;
 use crate::telemetry::ClientSpan;
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use pingora::connectors::TransportConnector;
 use pingora::lb::health_check::TcpHealthCheck;
@@ -45,7 +52,6 @@ use pingora::protocols::http::v1::client::HttpSession as Http1Session;
 use pingora::upstreams::peer::{HttpPeer, Peer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -56,12 +62,41 @@ const WRITE_GROUP: u64 = 0x6c65_6164;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// Every address of every configured peer (see [`Addresses::peers`]);
-    /// empty only in an offline build, which never sends.
+    /// The cluster's name (the metrics label).
+    pub cluster: String,
+    /// The peers known when the client is built (IP literals); host names
+    /// arrive later through [`Client::set_peers`].
     pub peers: Vec<PeerAddr>,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub health_check_interval: Duration,
+    /// Idle keep-alive connections kept (Pingora's pool size).
+    pub pool_size: usize,
+    /// How long an idle pooled connection is kept.
+    pub idle_timeout: Duration,
+    /// Where the health-check loops run (`None`: an offline client for
+    /// `check`, which never connects).
+    pub background: Option<tokio::runtime::Handle>,
+    /// Whether peers come later from name resolution: until the first
+    /// attempt is over, a request waits for it (within the connect timeout).
+    pub awaits_resolution: bool,
+}
+
+/// The peers a client sends to now. `all` only grows, so an index stays
+/// valid (a session's peer); `active` lists the indexes in use.
+struct PeerTable {
+    all: Vec<PeerAddr>,
+    active: Vec<usize>,
+    by_addr: HashMap<SocketAddr, usize>,
+    lb: Arc<LoadBalancer<RoundRobin>>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Drop for PeerTable {
+    fn drop(&mut self) {
+        // A dropped sender is not a shutdown for Pingora's loop: say it.
+        let _ = self.stop.send(true);
+    }
 }
 
 /// A request to send (the Host header is added per peer).
@@ -134,64 +169,157 @@ impl Failure {
 pub struct Client {
     cfg: ClientConfig,
     connector: TransportConnector,
-    lb: Arc<LoadBalancer<RoundRobin>>,
-    by_addr: HashMap<SocketAddr, usize>,
+    table: ArcSwap<PeerTable>,
     failed: Mutex<HashMap<SocketAddr, Instant>>,
-    health_started: AtomicBool,
-    shutdown: tokio::sync::watch::Sender<bool>,
+    /// `true` once the first name resolution is over (or none is needed).
+    resolved: tokio::sync::watch::Sender<bool>,
+    pub(crate) stats: health::ClusterStats,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("peers", &self.cfg.peers)
+            .field("cluster", &self.cfg.cluster)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
-        for p in &self.cfg.peers {
-            crate::metrics::peer_removed(&p.addr.to_string());
+        let t = self.table.load();
+        for &i in &t.active {
+            crate::metrics::peer_removed(&t.all[i].addr.to_string());
         }
     }
 }
 
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Client, String> {
-        let addrs: Vec<SocketAddr> = cfg.peers.iter().map(|p| p.addr).collect();
+        let stats = health::ClusterStats::new(&cfg.cluster);
+        let (stop, _) = tokio::sync::watch::channel(true);
+        let empty = PeerTable {
+            all: Vec::new(),
+            active: Vec::new(),
+            by_addr: HashMap::new(),
+            lb: Arc::new(
+                LoadBalancer::<RoundRobin>::try_from_iter(std::iter::empty::<SocketAddr>())
+                    .map_err(|e| format!("load balancer: {e}"))?,
+            ),
+            stop,
+        };
+        let (resolved, _) = tokio::sync::watch::channel(!cfg.awaits_resolution);
+        let client = Client {
+            connector: TransportConnector::new(Some(pingora::connectors::ConnectorOptions::new(
+                cfg.pool_size,
+            ))),
+            table: ArcSwap::from_pointee(empty),
+            failed: Mutex::new(HashMap::new()),
+            resolved,
+            stats,
+            cfg,
+        };
+        if !client.cfg.peers.is_empty() {
+            client.set_peers(client.cfg.peers.clone())?;
+        }
+        Ok(client)
+    }
+
+    /// Time allowed for an answer.
+    pub fn request_timeout(&self) -> Duration {
+        self.cfg.request_timeout
+    }
+
+    /// The cluster's name.
+    pub fn cluster(&self) -> &str {
+        &self.cfg.cluster
+    }
+
+    /// Install a new peer set (e.g. after a DNS refresh): a new load
+    /// balancer and health loop; pooled connections stay. An unchanged set
+    /// is left alone.
+    pub fn set_peers(&self, peers: Vec<PeerAddr>) -> Result<(), String> {
+        let old = self.table.load_full();
+        let mut all = old.all.clone();
+        let mut by_addr = old.by_addr.clone();
+        let mut active = Vec::new();
+        for p in peers {
+            let i = match by_addr.get(&p.addr) {
+                Some(&i) => i,
+                None => {
+                    all.push(p.clone());
+                    by_addr.insert(p.addr, all.len() - 1);
+                    all.len() - 1
+                }
+            };
+            if !active.contains(&i) {
+                active.push(i);
+            }
+        }
+        if active == old.active {
+            return Ok(());
+        }
+        let addrs: Vec<SocketAddr> = active.iter().map(|&i| all[i].addr).collect();
         let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
             .map_err(|e| format!("load balancer: {e}"))?;
         let mut hc = TcpHealthCheck::new();
-        hc.peer_template.options.connection_timeout = Some(cfg.connect_timeout);
-        hc.health_changed_callback = Some(Box::new(health::HealthLog));
+        hc.peer_template.options.connection_timeout = Some(self.cfg.connect_timeout);
+        hc.health_changed_callback = Some(Box::new(health::HealthLog::new(
+            self.stats.clone(),
+            addrs.clone(),
+        )));
         lb.set_health_check(hc);
-        lb.health_check_frequency = Some(cfg.health_check_interval);
+        lb.health_check_frequency = Some(self.cfg.health_check_interval);
         lb.parallel_health_check = true;
-        let by_addr = cfg
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.addr, i))
-            .collect();
-        let (shutdown, _) = tokio::sync::watch::channel(false);
-        for p in &cfg.peers {
-            crate::metrics::peer_added(&p.addr.to_string());
+        let lb = Arc::new(lb);
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        if let Some(bg) = &self.cfg.background {
+            let lb = lb.clone();
+            bg.spawn(async move { lb.run(rx, None).await });
         }
-        Ok(Client {
-            cfg,
-            connector: TransportConnector::new(None),
-            lb: Arc::new(lb),
+        for a in &addrs {
+            if !old.active.iter().any(|&i| old.all[i].addr == *a) {
+                crate::metrics::peer_added(&a.to_string());
+            }
+        }
+        for &i in &old.active {
+            if !addrs.contains(&old.all[i].addr) {
+                crate::metrics::peer_removed(&old.all[i].addr.to_string());
+            }
+        }
+        self.stats.peers(addrs.len());
+        self.table.store(Arc::new(PeerTable {
+            all,
+            active,
             by_addr,
-            failed: Mutex::new(HashMap::new()),
-            health_started: AtomicBool::new(false),
-            shutdown,
-        })
+            lb,
+            stop,
+        }));
+        Ok(())
     }
 
-    pub fn peers(&self) -> &[PeerAddr] {
-        &self.cfg.peers
+    /// The first name resolution is over (whatever its outcome).
+    pub fn resolution_attempted(&self) {
+        self.resolved.send_replace(true);
+    }
+
+    /// How many peer addresses are in use now.
+    pub fn peer_count(&self) -> usize {
+        self.table.load().active.len()
+    }
+
+    /// Wait (within the connect timeout) for the first name resolution of
+    /// a client whose peers are host names.
+    async fn await_peers(&self) {
+        if *self.resolved.borrow() {
+            return;
+        }
+        let mut rx = self.resolved.subscribe();
+        let _ = tokio::time::timeout(self.cfg.connect_timeout, rx.wait_for(|done| *done)).await;
+    }
+
+    /// Peer `i`'s address (its index never changes).
+    fn peer(&self, i: usize) -> Option<PeerAddr> {
+        self.table.load().all.get(i).cloned()
     }
 
     /// Send to the next suitable peer; reads move on to further peers when a
@@ -201,13 +329,10 @@ impl Client {
         req: &Request<'_>,
         complete: Option<Complete<'_>>,
     ) -> Result<Reply, BackendError> {
+        self.await_peers().await;
         let mut tried = Vec::new();
         let mut last: Option<Failure> = None;
-        let attempts = if req.retryable {
-            self.cfg.peers.len()
-        } else {
-            1
-        };
+        let attempts = if req.retryable { self.peer_count() } else { 1 };
         while tried.len() < attempts {
             let Some(i) = self.pick(&tried) else { break };
             tried.push(i);
@@ -239,6 +364,7 @@ impl Client {
         req: &Request<'_>,
         complete: Option<Complete<'_>>,
     ) -> Result<Reply, BackendError> {
+        self.await_peers().await;
         self.send_to(peer, req, complete).await.map_err(into_error)
     }
 
@@ -252,8 +378,9 @@ impl Client {
         read_timeout: Option<Duration>,
         span: Option<&ClientSpan>,
     ) -> Result<(HttpSession, HttpPeer), Failure> {
-        self.ensure_health_checks();
-        let spec = &self.cfg.peers[i];
+        let spec = &self
+            .peer(i)
+            .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
         let mut peer = HttpPeer::new(
             spec.addr,
             spec.tls,
@@ -270,7 +397,7 @@ impl Client {
         peer.options.total_connection_timeout = Some(self.cfg.connect_timeout);
         peer.options.read_timeout = read_timeout;
         peer.options.write_timeout = Some(self.cfg.request_timeout);
-        peer.options.idle_timeout = Some(Duration::from_secs(30));
+        peer.options.idle_timeout = Some(self.cfg.idle_timeout);
         if !req.retryable {
             peer.group_key = WRITE_GROUP;
         }
@@ -290,7 +417,10 @@ impl Client {
         )
         .await;
         let mut stream = match connect {
-            Ok(Ok((s, _reused))) => s,
+            Ok(Ok((s, reused))) => {
+                self.stats.connected(reused);
+                s
+            }
             Ok(Err(e)) => {
                 self.mark_failed(spec.addr);
                 return Err(Failure::NotDelivered(format!(
@@ -350,7 +480,7 @@ impl Client {
 
     /// The client span of an attempt on peer `i`, when `req` is traced.
     fn client_span(&self, i: usize, req: &Request<'_>) -> Option<ClientSpan> {
-        let spec = &self.cfg.peers[i];
+        let spec = self.peer(i)?;
         let rpc_method = req
             .headers
             .iter()
@@ -378,7 +508,9 @@ impl Client {
         let (mut session, peer) = self
             .connect_and_write(i, req, Some(self.cfg.request_timeout), span)
             .await?;
-        let spec = &self.cfg.peers[i];
+        let spec = &self
+            .peer(i)
+            .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
         let deadline = started + self.cfg.request_timeout;
         let read =
             tokio::time::timeout_at(deadline, read_reply(&mut session, spec.addr, complete)).await;

@@ -22,11 +22,13 @@ impl Client {
         req: &Request<'_>,
         stream_idle: Option<Duration>,
     ) -> Result<Streamed, BackendError> {
+        self.await_peers().await;
         let mut tried = Vec::new();
         let mut last = None;
-        while tried.len() < self.cfg.peers.len() {
+        let n = self.peer_count();
+        while tried.len() < n.max(usize::from(preferred.is_some())) {
             let i = match preferred {
-                Some(p) if tried.is_empty() && p < self.cfg.peers.len() => p,
+                Some(p) if tried.is_empty() && self.peer(p).is_some() => p,
                 Some(_) => break,
                 None => match self.pick(&tried) {
                     Some(i) => i,
@@ -71,7 +73,10 @@ impl Client {
     ) -> Result<Streamed, Failure> {
         let started = tokio::time::Instant::now();
         let (mut session, peer) = self.connect_and_write(i, req, stream_idle, span).await?;
-        let addr = self.cfg.peers[i].addr;
+        let addr = self
+            .peer(i)
+            .map(|p| p.addr)
+            .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
         let head = tokio::time::timeout_at(
             started + self.cfg.request_timeout,
             session.read_response_header(),

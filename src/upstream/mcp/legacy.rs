@@ -110,7 +110,7 @@ impl McpUpstream {
         forward: &Forward,
     ) -> Result<Payload, BackendError> {
         let attempts = if retryable {
-            self.client.peers().len()
+            self.client.peer_count()
         } else {
             1
         };

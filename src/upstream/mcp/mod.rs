@@ -27,7 +27,7 @@ mod wire;
 pub use answer::read_json_answer;
 pub use sse::sse_events;
 
-use super::client::{Client, ClientConfig, Reply, Request};
+use super::client::{Client, Reply, Request};
 use crate::aap::payload::Payload;
 use crate::backend::{
     forwarded_text, normalize_numbers, Backend, BackendError, Forward, LeadKeyMode, SkillCall,
@@ -58,7 +58,7 @@ pub enum RevisionMode {
 
 #[derive(Debug, Clone)]
 pub struct McpUpstreamConfig {
-    pub client: ClientConfig,
+    pub client: std::sync::Arc<Client>,
     pub path: String,
     pub revision: RevisionMode,
     pub bearer_token: Option<crate::config::Secret>,
@@ -69,7 +69,7 @@ pub struct McpUpstreamConfig {
 
 #[derive(Debug)]
 pub struct McpUpstream {
-    client: Client,
+    client: std::sync::Arc<Client>,
     path: String,
     bearer: Option<crate::config::Secret>,
     capabilities: Value,
@@ -89,7 +89,7 @@ const ACCEPT: &str = "application/json, text/event-stream";
 impl McpUpstream {
     pub fn new(cfg: McpUpstreamConfig) -> Result<McpUpstream, String> {
         Ok(McpUpstream {
-            client: Client::new(cfg.client)?,
+            client: cfg.client,
             path: cfg.path,
             probed: cfg.revision == RevisionMode::Auto,
             era: Mutex::new(match cfg.revision {

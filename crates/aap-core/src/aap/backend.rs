@@ -108,6 +108,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn may_notify(&self) -> bool {
         false
     }
+
+    /// The health of the backend's inventory feed (`/readyz` detail), when
+    /// it serves one; `state` is `never_loaded` until a first load.
+    fn feed_health(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// Turn integral floats (`18080.0`) back into integers, recursively. Peers

@@ -3,6 +3,8 @@
 use super::schemas::{host_compat_input, SchemaSet, AAP_RELEASE, SCHEMA_BASE_URL};
 use super::skill::Skill;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const AAP_META_KEY: &str = "autoagentprotocol.org/aap";
@@ -160,4 +162,104 @@ pub fn build(
         .into_iter()
         .map(|s| tool(schemas, s, capabilities, opts))
         .collect()
+}
+
+/// A tenant's tool catalog and its `tools/list` pages, serialized once. Immutable, so every
+/// tenant with the same skills, capabilities, options and page size holds the same one
+/// ([`CatalogInterner`]): 10,000 demo tenants keep one catalog, not 10,000 `Value` trees.
+#[derive(Debug)]
+pub struct ToolCatalog {
+    pub tools: Vec<Value>,
+    page_size: usize,
+    /// The JSON array text of `tools[k * page_size ..][..page_size]`, page k.
+    pages: Vec<Box<[u8]>>,
+}
+
+impl ToolCatalog {
+    pub fn new(tools: Vec<Value>, page_size: usize) -> ToolCatalog {
+        let size = page_size.max(1);
+        let pages = tools
+            .chunks(size)
+            .map(|page| {
+                serde_json::to_vec(page)
+                    .unwrap_or_default()
+                    .into_boxed_slice()
+            })
+            .collect();
+        ToolCatalog {
+            tools,
+            page_size: size,
+            pages,
+        }
+    }
+
+    /// The serialized array of the page that starts at `offset`, when it is one of the pages
+    /// this catalog was cut into (`None` for any other offset or page size).
+    pub fn page(&self, offset: usize, page_size: usize) -> Option<&[u8]> {
+        if page_size != self.page_size || !offset.is_multiple_of(self.page_size) {
+            return None;
+        }
+        self.pages.get(offset / self.page_size).map(|p| &p[..])
+    }
+}
+
+impl std::ops::Deref for ToolCatalog {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        &self.tools
+    }
+}
+
+/// Catalogs of one config generation by everything that shapes them. Use one interner with
+/// one [`SchemaSet`] (the schemas are part of the key only by that rule).
+#[derive(Debug, Default)]
+pub struct CatalogInterner {
+    built: HashMap<String, Arc<ToolCatalog>>,
+}
+
+impl CatalogInterner {
+    /// The catalog of `skills` (any order, duplicates ignored) with `capabilities`, `opts`
+    /// and `page_size`: built on first use, then the same `Arc`.
+    pub fn get(
+        &mut self,
+        schemas: &SchemaSet,
+        skills: &[Skill],
+        capabilities: Option<&Value>,
+        opts: &CatalogOptions,
+        page_size: usize,
+    ) -> Result<Arc<ToolCatalog>, String> {
+        let mut ordered: Vec<Skill> = skills.to_vec();
+        ordered.sort();
+        ordered.dedup();
+        let key = format!(
+            "{ordered:?}|{}|{}|{}|{page_size}",
+            capabilities.map(Value::to_string).unwrap_or_default(),
+            opts.host_compat,
+            opts.idempotency_ttl.as_millis(),
+        );
+        if let Some(c) = self.built.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(ToolCatalog::new(
+            build(schemas, &ordered, capabilities, opts)?,
+            page_size,
+        ));
+        self.built.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// Forget the catalogs no tenant holds any more (an interner kept from
+    /// one generation to the next does not grow with removed shapes).
+    pub fn prune(&mut self) {
+        self.built.retain(|_, c| Arc::strong_count(c) > 1);
+    }
+
+    /// Distinct catalogs built so far.
+    pub fn len(&self) -> usize {
+        self.built.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.built.is_empty()
+    }
 }

@@ -318,7 +318,11 @@ impl Contract {
         let (tenant, cid) = (self.cfg.tenant.as_str(), forward.correlation_id.as_str());
         crate::metrics::METRICS
             .upstream_latency
-            .with_label_values(&[self.cfg.tenant.as_str(), self.backend.kind(), skill.id()])
+            .with_label_values(&[
+                crate::metrics::tenant_label(tenant),
+                self.backend.kind(),
+                skill.id(),
+            ])
             .observe(started.elapsed().as_secs_f64());
         let payload = match answer {
             Ok(p) => p,

@@ -1,6 +1,7 @@
 //! The AAP contract shared by every binding and backend: skills, schemas, payloads, cursors,
 //! errors, the catalog, the discovery documents, the contract every call passes and the backend port it calls.
 
+pub mod adf;
 pub mod arguments;
 pub mod backend;
 pub mod catalog;

@@ -67,6 +67,15 @@ pub(super) fn default_request_timeout() -> u64 {
 pub(super) fn default_health_interval() -> u64 {
     2_000
 }
+pub(super) fn default_pool_size() -> usize {
+    128
+}
+pub(super) fn default_pool_idle() -> u64 {
+    30
+}
+pub(super) fn default_dns_refresh() -> u64 {
+    30
+}
 
 pub(super) fn default_write_buffer_bytes() -> usize {
     DEFAULT_WRITE_BUFFER_BYTES

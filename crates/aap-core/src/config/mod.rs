@@ -5,16 +5,19 @@
 //! go straight to the line.
 
 mod defaults;
+mod feed;
 mod leads;
 mod secret;
 mod telemetry;
 mod validate;
 
+pub use feed::FeedConfig;
 pub use leads::{
-    AdfEmailSinkConfig, AdfHttpSinkConfig, LeadSinkConfig, SmtpSecurity, WebhookSinkConfig,
+    validate_sinks, AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig,
+    LeadSinkConfig, OutboxConfig, SmtpSecurity, WebhookSinkConfig,
 };
 pub use secret::{with_base_dir, Secret, SecretSource};
-pub use telemetry::TelemetryConfig;
+pub use telemetry::{TelemetryConfig, TenantMetrics, AUTO_TENANT_LABELS};
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -41,6 +44,10 @@ pub struct Config {
     /// `aap_gateway::gateway::tenant_dir`). Unset: tenants only from `[[tenants]]`.
     #[serde(default)]
     pub tenants_dir: Option<PathBuf>,
+    /// Named upstream clusters (`[[clusters]]`), referenced by a forwarding
+    /// backend's `cluster = "name"`.
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
     /// Request traces over OTLP (off by default).
     #[serde(default)]
     pub telemetry: TelemetryConfig,
@@ -257,6 +264,95 @@ pub struct RateLimitConfig {
     pub caller_burst: u64,
 }
 
+/// `[[clusters]]`: one set of upstream peers and the connection settings
+/// every tenant that names it shares (one pool, one health check).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub name: String,
+    pub peers: Vec<String>,
+    #[serde(default = "defaults::default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    #[serde(default = "defaults::default_request_timeout")]
+    pub request_timeout_ms: u64,
+    #[serde(default = "defaults::default_health_interval")]
+    pub health_check_interval_ms: u64,
+    /// Idle keep-alive connections kept per peer address.
+    #[serde(default = "defaults::default_pool_size")]
+    pub pool_size: usize,
+    /// How long an idle pooled connection is kept.
+    #[serde(default = "defaults::default_pool_idle")]
+    pub pool_idle_timeout_secs: u64,
+    /// How often the peers' host names are looked up again.
+    #[serde(default = "defaults::default_dns_refresh")]
+    pub dns_refresh_secs: u64,
+}
+
+/// Where a forwarding backend sends: a `[[clusters]]` entry, or the
+/// backend's own inline `peers` and connection keys (an unnamed cluster).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Upstream {
+    Named(String),
+    Inline(ClusterConfig),
+}
+
+impl BackendConfig {
+    /// The upstream a forwarding backend names (`None` for `embedded`).
+    pub fn upstream(&self) -> Option<Upstream> {
+        let (peers, cluster, c, r, h) = match self {
+            BackendConfig::Embedded(_) => return None,
+            BackendConfig::Mcp(m) => (
+                &m.peers,
+                &m.cluster,
+                m.connect_timeout_ms,
+                m.request_timeout_ms,
+                m.health_check_interval_ms,
+            ),
+            BackendConfig::A2a(a) => (
+                &a.peers,
+                &a.cluster,
+                a.connect_timeout_ms,
+                a.request_timeout_ms,
+                a.health_check_interval_ms,
+            ),
+            BackendConfig::Relay(x) => (
+                &x.peers,
+                &x.cluster,
+                x.connect_timeout_ms,
+                x.request_timeout_ms,
+                x.health_check_interval_ms,
+            ),
+        };
+        Some(match cluster {
+            Some(name) => Upstream::Named(name.clone()),
+            None => Upstream::Inline(ClusterConfig {
+                name: String::new(),
+                peers: peers.clone(),
+                connect_timeout_ms: c.unwrap_or_else(defaults::default_connect_timeout),
+                request_timeout_ms: r.unwrap_or_else(defaults::default_request_timeout),
+                health_check_interval_ms: h.unwrap_or_else(defaults::default_health_interval),
+                pool_size: defaults::default_pool_size(),
+                pool_idle_timeout_secs: defaults::default_pool_idle(),
+                dns_refresh_secs: defaults::default_dns_refresh(),
+            }),
+        })
+    }
+}
+
+impl Config {
+    /// The cluster settings a forwarding backend uses: its named cluster, or
+    /// its inline settings (`None` for `embedded`, or a name that is not
+    /// defined, which validation refuses).
+    pub fn cluster_of(&self, b: &BackendConfig) -> Option<ClusterConfig> {
+        match b.upstream()? {
+            Upstream::Named(n) => self.clusters.iter().find(|c| c.name == n).cloned(),
+            Upstream::Inline(c) => Some(c),
+        }
+    }
+}
+
+// Config is read once per load, one per tenant: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum BackendConfig {
@@ -275,18 +371,23 @@ pub enum BackendConfig {
 pub struct RelayBackendConfig {
     /// `http[s]://host:port` of each upstream instance (round robin; a
     /// session stays on the instance that issued it).
+    #[serde(default)]
     pub peers: Vec<String>,
+    /// A `[[clusters]]` name, instead of `peers` and the connection keys.
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// The MCP endpoint path on every peer.
     #[serde(default = "defaults::default_mcp_path")]
     pub path: String,
-    #[serde(default = "defaults::default_connect_timeout")]
-    pub connect_timeout_ms: u64,
+    /// Unset: 2000 (or the cluster's).
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
     /// Time allowed for the response head, and between two chunks of a
     /// streamed POST answer (GET event streams may idle indefinitely).
-    #[serde(default = "defaults::default_request_timeout")]
-    pub request_timeout_ms: u64,
-    #[serde(default = "defaults::default_health_interval")]
-    pub health_check_interval_ms: u64,
+    #[serde(default)]
+    pub request_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub health_check_interval_ms: Option<u64>,
     /// The upstream's own credential (sent as `Authorization: Bearer`); the
     /// client's credential is never forwarded.
     #[serde(default)]
@@ -298,19 +399,23 @@ pub struct RelayBackendConfig {
 #[serde(deny_unknown_fields)]
 pub struct McpBackendConfig {
     /// `http[s]://host:port` of each upstream instance (round robin).
+    #[serde(default)]
     pub peers: Vec<String>,
+    /// A `[[clusters]]` name, instead of `peers` and the connection keys.
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// The MCP endpoint path on every peer.
     #[serde(default = "defaults::default_mcp_path")]
     pub path: String,
     /// `"2026-07-28"`, `"2025-11-25"` or `"auto"` (probe, then fall back).
     #[serde(default = "defaults::default_revision")]
     pub revision: String,
-    #[serde(default = "defaults::default_connect_timeout")]
-    pub connect_timeout_ms: u64,
-    #[serde(default = "defaults::default_request_timeout")]
-    pub request_timeout_ms: u64,
-    #[serde(default = "defaults::default_health_interval")]
-    pub health_check_interval_ms: u64,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub request_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub health_check_interval_ms: Option<u64>,
     /// The upstream's own credential (sent as `Authorization: Bearer`).
     #[serde(default)]
     pub bearer_token: Option<Secret>,
@@ -329,7 +434,11 @@ pub struct McpBackendConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct A2aBackendConfig {
+    #[serde(default)]
     pub peers: Vec<String>,
+    /// A `[[clusters]]` name, instead of `peers` and the connection keys.
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// The JSON-RPC interface path on every peer.
     #[serde(default = "defaults::default_a2a_path")]
     pub path: String,
@@ -339,12 +448,12 @@ pub struct A2aBackendConfig {
     /// Exact AAP extension URI for `A2A-Extensions`; default: from the card.
     #[serde(default)]
     pub extension_uri: Option<String>,
-    #[serde(default = "defaults::default_connect_timeout")]
-    pub connect_timeout_ms: u64,
-    #[serde(default = "defaults::default_request_timeout")]
-    pub request_timeout_ms: u64,
-    #[serde(default = "defaults::default_health_interval")]
-    pub health_check_interval_ms: u64,
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub request_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub health_check_interval_ms: Option<u64>,
     #[serde(default)]
     pub bearer_token: Option<Secret>,
     #[serde(default)]
@@ -358,7 +467,13 @@ pub struct A2aBackendConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddedBackendConfig {
-    pub inventory: PathBuf,
+    /// A JSON array of AAP vehicles (the same as a `feed` with
+    /// `format = "json"` and `file`). Exactly one of `inventory` and `feed`.
+    #[serde(default)]
+    pub inventory: Option<PathBuf>,
+    /// `[tenants.backend.feed]`: the inventory from a CSV, XML or JSON feed.
+    #[serde(default)]
+    pub feed: Option<FeedConfig>,
     pub dealer: PathBuf,
     /// Default: `<state.dir>/<tenant id>/leads.jsonl`.
     #[serde(default)]
@@ -376,6 +491,10 @@ pub struct EmbeddedBackendConfig {
     /// none: leads are only recorded in the leads file.
     #[serde(default)]
     pub sinks: Vec<LeadSinkConfig>,
+    /// Retry and dead-letter policy of the durable outbox that delivers
+    /// leads to `sinks` (`[tenants.backend.outbox]`).
+    #[serde(default)]
+    pub outbox: OutboxConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -571,6 +690,7 @@ fn toml_problem(e: &toml::de::Error, text: &str) -> String {
         "cursor_secret",
         "redis_url",
         "headers",
+        "authorization",
     ];
     // Every value under `[telemetry.headers]` is a secret too.
     let in_secret_table = before

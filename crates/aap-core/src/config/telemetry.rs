@@ -42,6 +42,42 @@ pub struct TelemetryConfig {
     /// Most spans in one export request (at most `queue_size`).
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
+    /// Which tenants get their own `tenant` label on `/metrics` (the rest are counted under
+    /// `tenant="_other"`): `"auto"` (default: every tenant while the config has at most
+    /// [`AUTO_TENANT_LABELS`] tenants, none beyond), `"all"`, `"none"`, or a list of tenant ids.
+    #[serde(default)]
+    pub tenant_metrics: TenantMetrics,
+}
+
+/// Up to this many tenants, `tenant_metrics = "auto"` labels every tenant.
+pub const AUTO_TENANT_LABELS: usize = 100;
+
+/// `telemetry.tenant_metrics`: a mode name or a list of tenant ids.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum TenantMetrics {
+    Mode(String),
+    Only(Vec<String>),
+}
+
+impl Default for TenantMetrics {
+    fn default() -> Self {
+        TenantMetrics::Mode("auto".into())
+    }
+}
+
+impl TenantMetrics {
+    /// Whether tenant `id` gets its own label in a config of `tenants` tenants.
+    pub fn labels(&self, id: &str, tenants: usize) -> bool {
+        match self {
+            TenantMetrics::Mode(m) => match m.as_str() {
+                "all" => true,
+                "auto" => tenants <= AUTO_TENANT_LABELS,
+                _ => false,
+            },
+            TenantMetrics::Only(ids) => ids.iter().any(|t| t == id),
+        }
+    }
 }
 
 impl Default for TelemetryConfig {
@@ -57,6 +93,7 @@ impl Default for TelemetryConfig {
             scheduled_delay_ms: default_scheduled_delay_ms(),
             queue_size: default_queue_size(),
             batch_size: default_batch_size(),
+            tenant_metrics: TenantMetrics::default(),
         }
     }
 }
@@ -168,6 +205,28 @@ impl TelemetryConfig {
                 k("queue_size")
             ));
         }
+        match &self.tenant_metrics {
+            TenantMetrics::Mode(m) if !["auto", "all", "none"].contains(&m.as_str()) => {
+                return Err(format!(
+                    "{}: {m:?} is not one of \"auto\", \"all\", \"none\" or a list of tenant ids",
+                    k("tenant_metrics")
+                ));
+            }
+            TenantMetrics::Only(ids) => {
+                if let Some(bad) = ids.iter().find(|id| {
+                    id.is_empty()
+                        || !id
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                }) {
+                    return Err(format!(
+                        "{}: {bad:?} is not a tenant id (lowercase letters, digits and '-')",
+                        k("tenant_metrics")
+                    ));
+                }
+            }
+            TenantMetrics::Mode(_) => {}
+        }
         if self.batch_size == 0 || self.batch_size > self.queue_size {
             return Err(format!(
                 "{}: must be between 1 and telemetry.queue_size ({})",
@@ -243,6 +302,14 @@ mod tests {
             ),
             ("export_timeout_ms = 0", "telemetry.export_timeout_ms"),
             (
+                "tenant_metrics = \"some\"",
+                "telemetry.tenant_metrics: \"some\" is not one of",
+            ),
+            (
+                "tenant_metrics = [\"Demo\"]",
+                "telemetry.tenant_metrics: \"Demo\" is not a tenant id",
+            ),
+            (
                 "headers = { \"a b\" = \"x\" }",
                 "telemetry.headers: \"a b\" is not an HTTP header name",
             ),
@@ -251,6 +318,21 @@ mod tests {
             assert!(e.contains(expect), "{text}: {e}");
         }
         assert!(parsed("sampler = 1").unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn tenant_labels_follow_the_mode_or_the_list() {
+        let auto = parsed("").unwrap().tenant_metrics;
+        assert!(auto.labels("a", 1) && auto.labels("a", AUTO_TENANT_LABELS));
+        assert!(!auto.labels("a", AUTO_TENANT_LABELS + 1));
+        let all = parsed("tenant_metrics = \"all\"").unwrap().tenant_metrics;
+        assert!(all.labels("a", 10_000));
+        let none = parsed("tenant_metrics = \"none\"").unwrap().tenant_metrics;
+        assert!(!none.labels("a", 1));
+        let some = parsed("tenant_metrics = [\"a\", \"b-2\"]")
+            .unwrap()
+            .tenant_metrics;
+        assert!(some.labels("b-2", 10_000) && !some.labels("c", 1));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! `<key>: <problem>` (texts are matched by tests and docs: change none). No I/O but file checks.
 
 use super::{
-    A2aBackendConfig, BackendConfig, Config, EmbeddedBackendConfig, McpBackendConfig,
-    RateLimitConfig, RelayBackendConfig, StateBackend, TenantConfig, MAX_HEADER_LINES,
+    A2aBackendConfig, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, BackendConfig,
+    Config, EmbeddedBackendConfig, LeadSinkConfig, McpBackendConfig, RateLimitConfig,
+    RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, MAX_HEADER_LINES,
     MAX_SHUTDOWN_SECS,
 };
 use crate::auth::AuthConfig;
@@ -20,7 +21,59 @@ impl Config {
         self.validate_limits()?;
         self.validate_state()?;
         self.telemetry.validate()?;
+        self.validate_clusters()?;
         self.validate_tenants()
+    }
+
+    /// `[[clusters]]`: names unique, peers and settings as for inline peers.
+    fn validate_clusters(&self) -> Result<(), String> {
+        let mut names = HashSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let at = |k: &str| format!("clusters[{i}].{k}");
+            let valid = !c.name.is_empty()
+                && c.name.len() <= 64
+                && c.name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid {
+                return Err(format!(
+                    "{}: 1 to 64 characters of letters, digits, '-', '_' and '.'",
+                    at("name")
+                ));
+            }
+            if !names.insert(c.name.as_str()) {
+                return Err(format!(
+                    "{}: cluster {:?} is defined twice",
+                    at("name"),
+                    c.name
+                ));
+            }
+            check_peers(&|k: &str| at(k.trim_start_matches("backend.")), &c.peers)?;
+            check_timeouts(
+                &|k: &str| at(k.trim_start_matches("backend.")),
+                [
+                    ("connect_timeout_ms", Some(c.connect_timeout_ms)),
+                    ("request_timeout_ms", Some(c.request_timeout_ms)),
+                    ("health_check_interval_ms", Some(c.health_check_interval_ms)),
+                ],
+            )?;
+            if !(1..=100_000).contains(&c.pool_size) {
+                return Err(format!("{}: must be between 1 and 100000", at("pool_size")));
+            }
+            if !(1..=3_600).contains(&c.pool_idle_timeout_secs) {
+                return Err(format!(
+                    "{}: must be between 1 and 3600 seconds",
+                    at("pool_idle_timeout_secs")
+                ));
+            }
+            if !(1..=86_400).contains(&c.dns_refresh_secs) {
+                return Err(format!(
+                    "{}: must be between 1 and 86400 seconds",
+                    at("dns_refresh_secs")
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `[server]`.
@@ -300,9 +353,90 @@ impl Config {
     fn validate_backend(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
         match &t.backend {
             BackendConfig::Embedded(e) => self.validate_embedded(at, e),
-            BackendConfig::Mcp(m) => validate_mcp(at, m),
-            BackendConfig::Relay(r) => validate_relay(at, t, r),
-            BackendConfig::A2a(a) => validate_a2a(at, a),
+            BackendConfig::Mcp(m) => {
+                self.validate_upstream(at, t)?;
+                validate_mcp(at, m)
+            }
+            BackendConfig::Relay(r) => {
+                self.validate_upstream(at, t)?;
+                validate_relay(at, t, r)
+            }
+            BackendConfig::A2a(a) => {
+                self.validate_upstream(at, t)?;
+                validate_a2a(at, a)
+            }
+        }
+    }
+
+    /// A forwarding backend's `cluster`, or its inline `peers` and
+    /// connection keys (never both).
+    fn validate_upstream(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+        let (peers, cluster, timeouts) = match &t.backend {
+            BackendConfig::Embedded(_) => return Ok(()),
+            BackendConfig::Mcp(m) => (
+                &m.peers,
+                &m.cluster,
+                [
+                    m.connect_timeout_ms,
+                    m.request_timeout_ms,
+                    m.health_check_interval_ms,
+                ],
+            ),
+            BackendConfig::A2a(a) => (
+                &a.peers,
+                &a.cluster,
+                [
+                    a.connect_timeout_ms,
+                    a.request_timeout_ms,
+                    a.health_check_interval_ms,
+                ],
+            ),
+            BackendConfig::Relay(r) => (
+                &r.peers,
+                &r.cluster,
+                [
+                    r.connect_timeout_ms,
+                    r.request_timeout_ms,
+                    r.health_check_interval_ms,
+                ],
+            ),
+        };
+        let keys = [
+            "connect_timeout_ms",
+            "request_timeout_ms",
+            "health_check_interval_ms",
+        ];
+        match cluster {
+            Some(name) => {
+                if !self.clusters.iter().any(|c| &c.name == name) {
+                    return Err(format!(
+                        "{}: tenant {} names cluster {name:?}, which no [[clusters]] entry defines",
+                        at("backend.cluster"),
+                        t.id
+                    ));
+                }
+                if !peers.is_empty() {
+                    return Err(format!(
+                        "{}: set peers in the cluster {name:?}, not beside cluster",
+                        at("backend.peers")
+                    ));
+                }
+                if let Some((k, _)) = keys.iter().zip(timeouts).find(|(_, v)| v.is_some()) {
+                    return Err(format!(
+                        "{}: set it in the cluster {name:?}, not beside cluster",
+                        at(&format!("backend.{k}"))
+                    ));
+                }
+                Ok(())
+            }
+            None => {
+                check_peers(at, peers)?;
+                let mut list = [("", None); 3];
+                for (slot, (k, v)) in list.iter_mut().zip(keys.iter().zip(timeouts)) {
+                    *slot = (*k, v);
+                }
+                check_timeouts(at, list)
+            }
         }
     }
 
@@ -323,7 +457,33 @@ impl Config {
                 at("backend.cursor_ttl_secs")
             ));
         }
-        for (k, p) in [("inventory", &e.inventory), ("dealer", &e.dealer)] {
+        let feed_at = |k: &str| {
+            if k.is_empty() {
+                at("backend.feed")
+            } else {
+                at(&format!("backend.feed.{k}"))
+            }
+        };
+        let mut files = vec![("dealer", &e.dealer)];
+        match (&e.inventory, &e.feed) {
+            (Some(p), None) => files.push(("inventory", p)),
+            (None, Some(f)) => {
+                f.check(&feed_at)?;
+                if let Some(p) = &f.file {
+                    files.push(("feed.file", p));
+                }
+                if let Some(ca) = &f.ca_file {
+                    files.push(("feed.ca_file", ca));
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{}: set exactly one of inventory (a JSON file) and [tenants.backend.feed]",
+                    at("backend.inventory")
+                ))
+            }
+        }
+        for (k, p) in files {
             let full = self.resolve(p);
             if !full.is_file() {
                 return Err(format!(
@@ -333,8 +493,182 @@ impl Config {
                 ));
             }
         }
-        Ok(())
+        // The ADF sinks' own keys (the sink list as a whole: names, kinds, is
+        // checked with the outbox).
+        for (i, sink) in e.sinks.iter().enumerate() {
+            let at_sink = |k: &str| at(&format!("backend.sinks[{i}].{k}"));
+            match sink {
+                LeadSinkConfig::AdfHttp(c) => self.validate_adf_http(&at_sink, c)?,
+                LeadSinkConfig::AdfEmail(c) => self.validate_adf_email(&at_sink, c)?,
+                LeadSinkConfig::Webhook(_) => {}
+            }
+        }
+        super::validate_sinks(&e.sinks, &at("backend.sinks"))?;
+        e.outbox.validate(&at("backend.outbox"))
     }
+
+    /// `[[tenants.backend.sinks]]` with `kind = "adf_http"`.
+    fn validate_adf_http(&self, at: At<'_>, c: &AdfHttpSinkConfig) -> Result<(), String> {
+        if !is_http_url(&c.url) {
+            return Err(format!(
+                "{}: must be an absolute http:// or https:// URL",
+                at("url")
+            ));
+        }
+        if let Some(a) = &c.authorization {
+            if a.expose().is_empty()
+                || !a
+                    .expose()
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+            {
+                return Err(format!(
+                    "{}: must be a non-empty header value of printable ASCII",
+                    at("authorization")
+                ));
+            }
+        }
+        check_sink_timeout(at, c.timeout_ms)?;
+        self.check_sink_ca(at, c.ca_file.as_deref())?;
+        check_network(at, c.network.as_ref())
+    }
+
+    /// `[[tenants.backend.sinks]]` with `kind = "adf_email"`.
+    fn validate_adf_email(&self, at: At<'_>, c: &AdfEmailSinkConfig) -> Result<(), String> {
+        if c.host.is_empty()
+            || c.host.contains("://")
+            || c.host
+                .contains(|ch: char| ch.is_whitespace() || ch == '/' || ch == '@')
+        {
+            return Err(format!(
+                "{}: must be a host name or IP address (no scheme, port or path)",
+                at("host")
+            ));
+        }
+        if c.port == 0 {
+            return Err(format!("{}: must be 1-65535", at("port")));
+        }
+        match (&c.username, &c.password) {
+            (Some(_), None) => {
+                return Err(format!("{}: is required with username", at("password")))
+            }
+            (None, Some(_)) => {
+                return Err(format!("{}: is required with password", at("username")))
+            }
+            (Some(u), Some(p)) => {
+                if u.is_empty() || p.expose().is_empty() {
+                    return Err(format!(
+                        "{}: username and password must not be empty",
+                        at("username")
+                    ));
+                }
+                // Credentials in clear text only to a relay on this machine.
+                if c.security == SmtpSecurity::None && !is_loopback_host(&c.host) {
+                    return Err(format!(
+                        "{}: \"none\" would send the password unencrypted; use starttls or tls, or a relay on loopback",
+                        at("security")
+                    ));
+                }
+            }
+            (None, None) => {}
+        }
+        if !is_mailbox(&c.from) {
+            return Err(format!(
+                "{}: must be an e-mail address (addr@host or Name <addr@host>)",
+                at("from")
+            ));
+        }
+        if c.to.is_empty() {
+            return Err(format!("{}: needs at least one address", at("to")));
+        }
+        for (j, to) in c.to.iter().enumerate() {
+            if !is_mailbox(to) {
+                return Err(format!(
+                    "{}: must be an e-mail address (addr@host or Name <addr@host>)",
+                    at(&format!("to[{j}]"))
+                ));
+            }
+        }
+        check_sink_timeout(at, c.timeout_ms)?;
+        self.check_sink_ca(at, c.ca_file.as_deref())?;
+        check_network(at, c.network.as_ref())
+    }
+
+    fn check_sink_ca(&self, at: At<'_>, ca: Option<&std::path::Path>) -> Result<(), String> {
+        match ca {
+            Some(p) if !self.resolve(p).is_file() => Err(format!(
+                "{}: file {} does not exist",
+                at("ca_file"),
+                self.resolve(p).display()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One delivery attempt may take from 1 ms to 5 minutes.
+fn check_sink_timeout(at: At<'_>, ms: u64) -> Result<(), String> {
+    if ms == 0 || ms > 300_000 {
+        return Err(format!("{}: must be 1-300000", at("timeout_ms")));
+    }
+    Ok(())
+}
+
+fn check_network(at: At<'_>, n: Option<&AdfNetworkConfig>) -> Result<(), String> {
+    let Some(n) = n else { return Ok(()) };
+    if n.name.trim().is_empty() {
+        return Err(format!("{}: must not be empty", at("network.name")));
+    }
+    if let Some(u) = &n.url {
+        if !is_http_url(u) {
+            return Err(format!(
+                "{}: must be an absolute http:// or https:// URL",
+                at("network.url")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `http[s]://host…` with a non-empty host and no whitespace.
+fn is_http_url(u: &str) -> bool {
+    let rest = u
+        .strip_prefix("https://")
+        .or_else(|| u.strip_prefix("http://"));
+    match rest {
+        Some(r) => {
+            let host = r.split(['/', '?', '#']).next().unwrap_or("");
+            !host.is_empty() && !host.contains('@') && !u.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+fn is_loopback_host(h: &str) -> bool {
+    h.eq_ignore_ascii_case("localhost")
+        || h.trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `addr@host` or `Display Name <addr@host>`, with no line break anywhere
+/// (the value ends up in a mail header).
+fn is_mailbox(s: &str) -> bool {
+    if s.contains(['\r', '\n']) {
+        return false;
+    }
+    let s = s.trim();
+    let addr = match s.rfind('<') {
+        Some(open) if s.ends_with('>') => &s[open + 1..s.len() - 1],
+        Some(_) => return false,
+        None => s,
+    };
+    email_address::EmailAddress::parse_with_options(
+        addr,
+        email_address::Options::default().with_required_tld(),
+    )
+    .is_ok()
+        && !addr.contains(['<', '>'])
 }
 
 /// A tenant's `id` and `path`, unique across tenants.
@@ -517,13 +851,7 @@ fn validate_rate_limit(at: At<'_>, r: &RateLimitConfig) -> Result<(), String> {
 fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &m.peers,
         &[("path", &m.path)],
-        [
-            ("connect_timeout_ms", m.connect_timeout_ms),
-            ("request_timeout_ms", m.request_timeout_ms),
-            ("health_check_interval_ms", m.health_check_interval_ms),
-        ],
         m.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if !matches!(m.revision.as_str(), "2026-07-28" | "2025-11-25" | "auto") {
@@ -540,13 +868,7 @@ fn validate_mcp(at: At<'_>, m: &McpBackendConfig) -> Result<(), String> {
 fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &r.peers,
         &[("path", &r.path)],
-        [
-            ("connect_timeout_ms", r.connect_timeout_ms),
-            ("request_timeout_ms", r.request_timeout_ms),
-            ("health_check_interval_ms", r.health_check_interval_ms),
-        ],
         r.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if t.legacy_sessions {
@@ -562,13 +884,7 @@ fn validate_relay(at: At<'_>, t: &TenantConfig, r: &RelayBackendConfig) -> Resul
 fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
     check_forwarding(
         at,
-        &a.peers,
         &[("path", &a.path), ("card_path", &a.card_path)],
-        [
-            ("connect_timeout_ms", a.connect_timeout_ms),
-            ("request_timeout_ms", a.request_timeout_ms),
-            ("health_check_interval_ms", a.health_check_interval_ms),
-        ],
         a.bearer_token.as_ref().map(super::Secret::expose),
     )?;
     if let Some(u) = &a.extension_uri {
@@ -582,14 +898,9 @@ fn validate_a2a(at: At<'_>, a: &A2aBackendConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks shared by the forwarding kinds; `at` names the key.
-fn check_forwarding(
-    at: &dyn Fn(&str) -> String,
-    peers: &[String],
-    paths: &[(&str, &str)],
-    timeouts: [(&str, u64); 3],
-    bearer: Option<&str>,
-) -> Result<(), String> {
+/// `peers` (of a backend or a cluster): at least one, syntax only, no
+/// duplicates. Names are resolved in the background, never here.
+fn check_peers(at: &dyn Fn(&str) -> String, peers: &[String]) -> Result<(), String> {
     if peers.is_empty() {
         return Err(format!(
             "{}: list at least one peer like \"http://127.0.0.1:8001\"",
@@ -598,25 +909,41 @@ fn check_forwarding(
     }
     let mut seen = HashSet::new();
     for p in peers {
-        // Syntax only: names are resolved when the backend is built.
         let spec =
             crate::peer::PeerSpec::parse(p).map_err(|e| format!("{}: {e}", at("backend.peers")))?;
         if !seen.insert((spec.host.to_ascii_lowercase(), spec.port)) {
             return Err(format!("{}: {p:?} is listed twice", at("backend.peers")));
         }
     }
-    for (key, path) in paths {
-        if !path.starts_with('/') || path.contains(['#', ' ']) {
+    Ok(())
+}
+
+/// Connection timeouts: 1–600000 ms when set.
+fn check_timeouts(
+    at: &dyn Fn(&str) -> String,
+    timeouts: [(&str, Option<u64>); 3],
+) -> Result<(), String> {
+    for (key, v) in timeouts {
+        if v.is_some_and(|v| v == 0 || v > 600_000) {
             return Err(format!(
-                "{}: must be an absolute path like /mcp",
+                "{}: must be between 1 and 600000 milliseconds",
                 at(&format!("backend.{key}"))
             ));
         }
     }
-    for (key, v) in timeouts {
-        if v == 0 || v > 600_000 {
+    Ok(())
+}
+
+/// Checks shared by the forwarding kinds; `at` names the key.
+fn check_forwarding(
+    at: &dyn Fn(&str) -> String,
+    paths: &[(&str, &str)],
+    bearer: Option<&str>,
+) -> Result<(), String> {
+    for (key, path) in paths {
+        if !path.starts_with('/') || path.contains(['#', ' ']) {
             return Err(format!(
-                "{}: must be between 1 and 600000 milliseconds",
+                "{}: must be an absolute path like /mcp",
                 at(&format!("backend.{key}"))
             ));
         }
@@ -739,5 +1066,52 @@ mod tests {
             let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
             assert!(e.contains(key), "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn adf_sink_errors_name_the_key() {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+        let head = format!(
+            "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n[[tenants]]\nid = \"t\"\npath = \"/t/mcp\"\n[tenants.backend]\nkind = \"embedded\"\ninventory = \"{}\"\ndealer = \"{}\"\n[[tenants.backend.sinks]]\n",
+            data.join("demo-inventory.json").display(),
+            data.join("demo-dealer.json").display()
+        );
+        let http = "kind = \"adf_http\"\nname = \"crm\"\n";
+        let mail = "kind = \"adf_email\"\nname = \"inbox\"\nhost = \"smtp.example.com\"\nfrom = \"Gateway <leads@dealer.example>\"\n";
+        let good = [
+            format!("{http}url = \"https://crm.example/adf\"\ncontent_type = \"text/xml\"\n[tenants.backend.sinks.network]\nname = \"Lead Net\"\n"),
+            format!("{mail}to = [\"crm@dealer.example\"]\nusername = \"u\"\npassword = \"p\"\n"),
+            format!("{mail}to = [\"crm@dealer.example\"]\nsecurity = \"tls\"\nport = 465\n"),
+        ];
+        for body in good {
+            let c = parse(&format!("{head}{body}")).unwrap_or_else(|e| panic!("{body}: {e}"));
+            match &c.tenants[0].backend {
+                BackendConfig::Embedded(e) => assert_eq!(e.sinks.len(), 1),
+                _ => panic!("embedded"),
+            }
+        }
+        for (body, key) in [
+            (format!("{http}url = \"ftp://crm.example\"\n"), "tenants[0].backend.sinks[0].url"),
+            (format!("{http}url = \"https://\"\n"), "sinks[0].url"),
+            (format!("{http}url = \"https://x\"\ntimeout_ms = 0\n"), "sinks[0].timeout_ms"),
+            (format!("{http}url = \"https://x\"\nca_file = \"/nonexistent/ca.pem\"\n"), "sinks[0].ca_file"),
+            (format!("{http}url = \"https://x\"\nauthorization = \"a\\nb\"\n"), "sinks[0].authorization"),
+            (format!("{http}url = \"https://x\"\ncontent_type = \"text/html\"\n"), "unknown variant `text/html`"),
+            ("kind = \"adf_http\"\nname = \"\"\nurl = \"https://x\"\n".to_string(), "sinks[0].name"),
+            (format!("{mail}to = []\n"), "sinks[0].to"),
+            (format!("{mail}to = [\"not-an-address\"]\n"), "sinks[0].to[0]"),
+            (format!("{mail}to = [\"a@b.example\"]\npassword = \"p\"\n"), "sinks[0].username"),
+            (format!("{mail}to = [\"a@b.example\"]\nusername = \"u\"\n"), "sinks[0].password"),
+            (format!("{mail}to = [\"a@b.example\"]\nusername = \"u\"\npassword = \"p\"\nsecurity = \"none\"\n"), "sinks[0].security"),
+            (format!("{mail}to = [\"a@b.example\"]\nport = 0\n"), "sinks[0].port"),
+            ("kind = \"adf_email\"\nname = \"m\"\nhost = \"smtp://x\"\nfrom = \"a@b.example\"\nto = [\"a@b.example\"]\n".to_string(), "sinks[0].host"),
+            ("kind = \"adf_email\"\nname = \"m\"\nhost = \"x\"\nfrom = \"a@b.example\\r\\nBcc: c@d.example\"\nto = [\"a@b.example\"]\n".to_string(), "sinks[0].from"),
+        ] {
+            let e = parse(&format!("{head}{body}")).unwrap_err().to_string();
+            assert!(e.contains(key), "{body}: {e}");
+        }
+        // Plain SMTP with credentials is fine to a relay on loopback.
+        let body = "kind = \"adf_email\"\nname = \"m\"\nhost = \"127.0.0.1\"\nfrom = \"a@b.example\"\nto = [\"a@b.example\"]\nsecurity = \"none\"\nusername = \"u\"\npassword = \"p\"\n";
+        parse(&format!("{head}{body}")).unwrap_or_else(|e| panic!("{e}"));
     }
 }

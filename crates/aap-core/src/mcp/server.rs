@@ -34,7 +34,8 @@ pub struct Endpoint {
     pub path: String,
     pub allowed_origins: Vec<String>,
     pub sessions: Option<Arc<SessionStore>>,
-    pub tools: Vec<Value>,
+    /// Shared by every tenant with the same catalog (`aap::catalog::CatalogInterner`).
+    pub tools: Arc<crate::aap::catalog::ToolCatalog>,
     pub page_size: usize,
     pub list_ttl_ms: u64,
     pub instructions: Option<String>,
@@ -96,6 +97,8 @@ enum Answer {
     Result(Value),
     /// A tools/call result, written once by [`tool_message`].
     Tool(ToolResult),
+    /// A whole JSON-RPC message, already written (a `tools/list` page).
+    Message(Vec<u8>),
     Stream(BodyStream),
 }
 
@@ -392,6 +395,7 @@ impl Endpoint {
                         SERVER_VERSION,
                         &result,
                     ))),
+                    Answer::Message(body) => Ok(RpcReply::ok_bytes(body)),
                     Answer::Stream(stream) => Ok(RpcReply {
                         stream: Some(stream),
                         ..RpcReply::accepted()
@@ -558,7 +562,11 @@ impl Endpoint {
                 }
                 Ok(r)
             }
-            ("tools/list", _) => self.list_tools(params, cache_scope),
+            ("tools/list", _) => {
+                return self
+                    .list_tools(params, cache_scope)
+                    .map(|(page, rest)| Answer::Message(self.list_message(ctx, page, rest)));
+            }
             ("ping", Revision::Legacy) => Ok(json!({})),
             _ => Err(RpcError::of(
                 Failure::MethodNotFound {
@@ -570,11 +578,12 @@ impl Endpoint {
         result.map(Answer::Result)
     }
 
+    /// The page a `tools/list` asks for (its offset and end) and the result's other members.
     fn list_tools(
         &self,
         params: Option<&Map<String, Value>>,
         cache_scope: &str,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<((usize, usize), Value), RpcError> {
         let offset = match params.and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
             Some(Value::String(c)) => decode_list_cursor(c)
@@ -594,14 +603,45 @@ impl Endpoint {
         };
         let end = (offset + self.page_size).min(self.tools.len());
         let mut r = json!({
-            "tools": &self.tools[offset..end],
             "ttlMs": self.list_ttl_ms,
             "cacheScope": cache_scope,
         });
         if end < self.tools.len() {
             r["nextCursor"] = json!(URL_SAFE_NO_PAD.encode(format!("tools:{end}")));
         }
-        Ok(r)
+        Ok(((offset, end), r))
+    }
+
+    /// The `tools/list` answer: `{"jsonrpc","id","result":{"tools":[page],...rest}}` with the
+    /// page's array copied from the catalog's pre-serialized bytes (the same text, member for
+    /// member, as serializing the `Value`; a page at an offset the catalog was not cut at is
+    /// serialized here).
+    fn list_message(
+        &self,
+        ctx: &ToolCallRequest<'_>,
+        (offset, end): (usize, usize),
+        rest: Value,
+    ) -> Vec<u8> {
+        let rest = with_revision_fields(ctx.rev, rest, &self.server_name);
+        let rest = serde_json::to_vec(&rest).unwrap_or_default();
+        let owned;
+        let page = match self.tools.page(offset, self.page_size) {
+            Some(p) => p,
+            None => {
+                owned = serde_json::to_vec(&self.tools[offset..end]).unwrap_or_default();
+                &owned[..]
+            }
+        };
+        let mut body = Vec::with_capacity(page.len() + rest.len() + 64);
+        body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        body.extend_from_slice(&serde_json::to_vec(ctx.id).unwrap_or_default());
+        body.extend_from_slice(b",\"result\":{\"tools\":");
+        body.extend_from_slice(page);
+        // `rest` is an object with at least ttlMs: splice its members after the page.
+        body.push(b',');
+        body.extend_from_slice(rest.get(1..).unwrap_or(b"}"));
+        body.push(b'}');
+        body
     }
 
     /// True when the tenant serves `skill` (its tool is in `tools/list`).

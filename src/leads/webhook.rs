@@ -1,0 +1,53 @@
+//! The JSON webhook sink: each lead is POSTed as the [`Lead`] record in JSON, its id in
+//! `Idempotency-Key`, through the shared outbound client and [`super::post::post`].
+
+use super::{Lead, LeadSink, SinkError};
+use crate::config::{Secret, WebhookSinkConfig};
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// A `[[tenants.backend.sinks]]` entry with `kind = "webhook"`.
+#[derive(Debug)]
+pub struct WebhookSink {
+    name: String,
+    url: String,
+    authorization: Option<Secret>,
+    timeout: Duration,
+    client: reqwest::Client,
+}
+
+impl WebhookSink {
+    pub fn new(cfg: &WebhookSinkConfig, client: reqwest::Client) -> WebhookSink {
+        WebhookSink {
+            name: cfg.name.clone(),
+            url: cfg.url.clone(),
+            authorization: cfg.authorization.clone(),
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            client,
+        }
+    }
+}
+
+#[async_trait]
+impl LeadSink for WebhookSink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn deliver(&self, lead: &Lead) -> Result<(), SinkError> {
+        // Serializing a `Lead` (strings and JSON values) cannot fail; a
+        // failure would be a bug, and retrying cannot fix it.
+        let body = serde_json::to_vec(lead)
+            .map_err(|_| SinkError::Permanent("lead could not be encoded as JSON".into()))?;
+        super::post::post(
+            &self.client,
+            &self.url,
+            "application/json",
+            self.authorization.as_ref(),
+            &lead.lead_id,
+            body,
+            self.timeout,
+        )
+        .await
+    }
+}
