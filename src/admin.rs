@@ -110,8 +110,11 @@ impl ProxyHttp for Admin {
         // Reading is open (/healthz, /readyz, /metrics); anything else
         // (POST /reload, POST /idempotency/resolve and whatever is added
         // later) needs the admin token.
-        // `/admin/…` (lead dead letters and redrive) needs it for every method.
-        if !matches!(method.as_str(), "GET" | "HEAD") || path.starts_with("/admin/") {
+        // `/admin/…` (lead dead letters and redrive) needs it for every method,
+        // except the per-tenant figures (`/admin/tenants/…`: counts only, open
+        // to GET like `/metrics`).
+        let protected_read = path.starts_with("/admin/") && !path.starts_with("/admin/tenants/");
+        if !matches!(method.as_str(), "GET" | "HEAD") || protected_read {
             let rt = self.gateway.current();
             let presented = bearer(session.req_header());
             if let Err(refusal) = authorize(&rt.config.server, presented, &method, &path) {

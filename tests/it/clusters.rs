@@ -304,7 +304,9 @@ fn an_unknown_cluster_or_peers_beside_a_cluster_are_config_errors_naming_the_ten
     let base = cluster_config("known", &["http://127.0.0.1:1".into()], 2, "");
     let cases = [
         (
-            base.replacen("cluster = \"known\"", "cluster = \"nope\"", 2),
+            // Only the second tenant names an unknown cluster.
+            base.replacen("cluster = \"known\"", "cluster = \"nope\"", 2)
+                .replacen("cluster = \"nope\"", "cluster = \"known\"", 1),
             "tenants[1].backend.cluster: tenant dealer-1 names cluster \"nope\", which no [[clusters]] entry defines",
         ),
         (
@@ -324,7 +326,7 @@ fn an_unknown_cluster_or_peers_beside_a_cluster_are_config_errors_naming_the_ten
             "tenants[0].backend.request_timeout_ms: set it in the cluster \"known\"",
         ),
         (
-            base.replace("name = \"known\"", "name = \"known\"\ndns_refresh_secs = 0"),
+            base.replace("dns_refresh_secs = 1", "dns_refresh_secs = 0"),
             "clusters[0].dns_refresh_secs: must be between 1 and 86400 seconds",
         ),
         (

@@ -472,8 +472,8 @@ fn bad_outbox_config_is_refused_with_the_key() {
             "tenants[0].backend.outbox.concurrency",
         ),
         (
-            config("http://127.0.0.1:9/x", "").replace("kind = \"webhook\"\nname = \"crm\"\nurl = \"http://127.0.0.1:9/x\"\ntimeout_ms = 5000", "kind = \"adf_email\"\nname = \"crm\"\nhost = \"127.0.0.1\"\nfrom = \"a@b.example\"\nto = [\"c@d.example\"]"),
-            "sink crm: kind adf_email is not available in this build",
+            config("http://127.0.0.1:9/x", "").replace("kind = \"webhook\"\nname = \"crm\"\nurl = \"http://127.0.0.1:9/x\"\ntimeout_ms = 5000", "kind = \"adf_email\"\nname = \"crm\"\nhost = \"127.0.0.1\"\nfrom = \"a@b.example\"\nto = []"),
+            "tenants[0].backend.sinks[0].to",
         ),
     ] {
         let path = dir.join("gateway.toml");
