@@ -110,7 +110,8 @@ impl ProxyHttp for Admin {
         // Reading is open (/healthz, /readyz, /metrics); anything else
         // (POST /reload, POST /idempotency/resolve and whatever is added
         // later) needs the admin token.
-        // `/admin/…` (lead dead letters and redrive) needs it for every method.
+        // `/admin/…` (per-tenant figures, lead dead letters and redrive) needs
+        // it for every method: it names tenants and their activity.
         if !matches!(method.as_str(), "GET" | "HEAD") || path.starts_with("/admin/") {
             let rt = self.gateway.current();
             let presented = bearer(session.req_header());
@@ -190,7 +191,7 @@ impl ProxyHttp for Admin {
             ),
             "/readyz" => {
                 let (feeds, not_ready) = feed_readiness(&rt);
-                let tenants = rt.endpoints.len() + rt.relays.len();
+                let tenants = rt.units.len();
                 // Ready while at least one tenant can serve; a tenant whose
                 // inventory feed never loaded is listed, not fatal to the others.
                 let (code, status) = match not_ready.len() {
@@ -224,6 +225,10 @@ impl ProxyHttp for Admin {
                 if !waiting.is_empty() {
                     body["clusters_not_ready"] = serde_json::Value::Array(waiting);
                 }
+                // A refused tenant file is reported, not fatal: the others serve.
+                if rt.config.tenants_dir.is_some() {
+                    body["tenant_files"] = tenant_files(&rt);
+                }
                 HttpResponse::json(code, &body)
             }
             _ => HttpResponse::json(404, &serde_json::json!({"error": "not_found"})),
@@ -231,6 +236,28 @@ impl ProxyHttp for Admin {
         write(session, resp).await?;
         Ok(true)
     }
+}
+
+/// `/readyz` detail on `tenants_dir`: how many files serve, and each
+/// refused file with its problem and whether a previous version serves.
+/// A refused file does not make the gateway unready: the others serve.
+fn tenant_files(rt: &crate::gateway::ConfigGeneration) -> serde_json::Value {
+    let refused: Vec<serde_json::Value> = rt
+        .files
+        .iter()
+        .filter_map(|(name, f)| {
+            let error = f.error.as_ref()?;
+            Some(serde_json::json!({
+                "file": name,
+                "error": error,
+                "serving": if f.tenant.is_some() { "previous version" } else { "nothing" },
+            }))
+        })
+        .collect();
+    serde_json::json!({
+        "applied": rt.files.len() - refused.len(),
+        "refused": refused,
+    })
 }
 
 /// Inventory feed health for `/readyz`: one entry per source (with the

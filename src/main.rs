@@ -67,6 +67,11 @@ struct Cli {
     /// `POST /reload` still re-read them).
     #[arg(long, default_value_t = 2000, global = true)]
     tls_watch_ms: u64,
+    /// With `tenants_dir`: how often (milliseconds) to look for added,
+    /// changed and removed tenant files; 0 turns the watch off (SIGHUP and
+    /// `POST /reload` still re-read the directory).
+    #[arg(long, default_value_t = 1000, global = true)]
+    tenants_watch_ms: u64,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -211,10 +216,25 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Check) => match ConfigGeneration::build(cfg, 0) {
             Ok(rt) => {
+                let refused = rt.refused_files();
+                if let Some(dir) = rt.config.tenants_dir_path() {
+                    println!(
+                        "tenants_dir {}: {} tenant file(s), {} refused",
+                        dir.display(),
+                        rt.files.len(),
+                        refused.len()
+                    );
+                }
+                for (file, error) in &refused {
+                    eprintln!("aap-gateway: tenant file {file} refused: {error}");
+                }
+                if !refused.is_empty() {
+                    return ExitCode::from(2);
+                }
                 println!(
                     "{}: ok ({} tenant(s))",
                     cli.config.display(),
-                    rt.endpoints.len() + rt.relays.len()
+                    rt.units.len()
                 );
                 for line in publish_notes(&rt) {
                     println!("{line}");
@@ -376,9 +396,8 @@ fn leads_command(cfg: &Config, action: &LeadsCommand) -> ExitCode {
 /// why it publishes none (a note, not an error).
 fn publish_notes(rt: &ConfigGeneration) -> Vec<String> {
     use aap_gateway::aap::publish::{document_url, Kind};
-    rt.config
-        .tenants
-        .iter()
+    rt.tenants()
+        .into_iter()
         .map(|t| match (&t.public_url, rt.published.tenant(&t.id)) {
             (Some(url), Some(_)) => format!(
                 "tenant {}: publishes {}, {} and {}",
@@ -410,7 +429,7 @@ fn write_published(
     match tenant {
         Some(id) => {
             let docs = rt.published.tenant(id).ok_or_else(|| {
-                match rt.config.tenants.iter().find(|t| t.id == id) {
+                match rt.tenants().into_iter().find(|t| t.id == id) {
                     Some(_) => format!(
                         "tenant {id:?} publishes nothing (no public_url, or a relay tenant)"
                     ),
@@ -420,7 +439,7 @@ fn write_published(
             targets.push((out.to_path_buf(), docs.clone()));
         }
         None => {
-            for t in &rt.config.tenants {
+            for t in rt.tenants() {
                 if let Some(docs) = rt.published.tenant(&t.id) {
                     targets.push((out.join(&t.id), docs.clone()));
                 }
@@ -506,6 +525,7 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         state_dir: cli.state_dir.clone(),
         upgrade: false,
         tls_watch_ms: cli.tls_watch_ms,
+        tenants_watch_ms: cli.tenants_watch_ms,
         command: None,
     };
     let gateway = Arc::new(Gateway::new(runtime).with_loader(Box::new(move || load(&source))));
@@ -527,6 +547,10 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         },
         None => None,
     };
+    if let Some(store) = &certs {
+        gateway.serve_certificates(store.names());
+    }
+    gateway.watch_tenant_dir(std::time::Duration::from_millis(cli.tenants_watch_ms));
     reload_on_sighup(gateway.clone(), certs.clone());
     return_freed_memory();
     let conf = ServerConf {

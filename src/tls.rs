@@ -15,24 +15,32 @@ use pingora::listeners::tls::TlsSettings;
 use pingora::protocols::ALPN;
 use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// What identifies one version of a file: size, modification time, inode.
-type Stamp = Option<(u64, SystemTime, u64)>;
+pub type Stamp = Option<(u64, SystemTime, u64)>;
 
-fn stamp(p: &Path) -> Stamp {
+pub fn stamp(p: &Path) -> Stamp {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(p).ok()?;
     Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
-/// The certificate/key pair served on the TLS listener.
+/// Host name (lowercase, no trailing dot) → the certificate a tenant
+/// configured for it (`[tenants.tls]`); the gateway replaces the map with
+/// each generation.
+pub type SniNames = Arc<ArcSwap<HashMap<String, Arc<CertifiedKey>>>>;
+
+/// The certificate/key pair served on the TLS listener, and the tenants'
+/// certificates by SNI host name.
 pub struct CertStore {
     cert_file: PathBuf,
     key_file: PathBuf,
     current: ArcSwap<CertifiedKey>,
+    names: SniNames,
     /// (stamps of the pair now loaded or last refused, stamps seen at the last poll)
     seen: Mutex<((Stamp, Stamp), (Stamp, Stamp))>,
 }
@@ -84,8 +92,15 @@ impl CertStore {
             cert_file,
             key_file,
             current: ArcSwap::from_pointee(first),
+            names: SniNames::default(),
             seen: Mutex::new((stamps, stamps)),
         }))
+    }
+
+    /// The per-name certificates this store serves by SNI (the gateway
+    /// fills them from its tenants).
+    pub fn names(&self) -> SniNames {
+        self.names.clone()
     }
 
     /// Re-read the files now (`trigger`: `sighup`, `admin`). On error the
@@ -155,7 +170,18 @@ impl CertStore {
 }
 
 impl ResolvesServerCert for CertStore {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+    /// The certificate of the tenant whose host the client names by SNI;
+    /// no SNI, or a name no tenant configured: the server certificate.
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let Some(name) = hello.server_name() {
+            let names = self.names.load();
+            if !names.is_empty() {
+                let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+                if let Some(k) = names.get(&name) {
+                    return Some(k.clone());
+                }
+            }
+        }
         Some(self.current.load_full())
     }
 }

@@ -1,40 +1,47 @@
-//! The composition root: a [`ConfigGeneration`] is everything built from one config — tenants,
-//! endpoints and relays, backends (their upstream clients from `upstream::cluster`), the shared state.
+//! The composition root: a [`ConfigGeneration`] is everything built from one config — the shared
+//! state, schemas, catalogs, one [`TenantUnit`] per tenant and the routing maps made from them.
 
-use crate::aap::catalog::{CatalogInterner, CatalogOptions};
-use crate::aap::contract::{Contract, ContractConfig};
-use crate::aap::cursor::CursorCodec;
-use crate::aap::publish;
+use super::tenant::{self, Serve, TenantUnit};
+use crate::aap::catalog::CatalogInterner;
 use crate::aap::schemas::SchemaSet;
-use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
-use crate::backend::{default_capabilities, Backend};
 use crate::config::StateBackend;
-use crate::config::{BackendConfig, Config};
+use crate::config::{Config, TenantConfig};
 use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::Endpoint;
-use crate::mcp::session::SessionStore;
 use crate::state::local::LocalState;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
-use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
+use crate::tls::Stamp;
 use crate::upstream::client::{Client, PeerSpec};
 use crate::upstream::cluster::Registry;
-use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
-use crate::upstream::inventory::source::SourceSpec;
-use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
-use crate::upstream::relay::{Relay, RelayConfig};
-use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::Arc;
+use crate::upstream::relay::Relay;
+use pingora::tls::sign::CertifiedKey;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Everything derived from one config generation.
 #[derive(Debug)]
 pub struct ConfigGeneration {
-    pub config: Config,
+    pub config: Arc<Config>,
     pub state: Arc<dyn SharedState>,
+    pub schemas: Arc<SchemaSet>,
+    /// The shared settings every tenant was built against (`tenant::shared_key`).
+    shared_key: String,
+    /// One catalog (and its serialized tools/list pages) per distinct shape,
+    /// shared by the tenants of this generation and, while the shared
+    /// settings stay, of the next (a tenant file applied on its own too).
+    catalogs: Arc<Mutex<CatalogInterner>>,
+    /// Built from the process-wide cluster registry (`run`), not an offline
+    /// one (`check`, `catalog`): what a tenant file applied later uses too.
+    online: bool,
+    /// Every tenant (main config and tenant files), by id.
+    pub units: HashMap<String, Arc<TenantUnit>>,
+    /// The files of `tenants_dir` this generation has seen, by file name.
+    pub files: BTreeMap<String, TenantFile>,
     pub endpoints: HashMap<String, Arc<Endpoint>>,
     /// The same endpoints by their inbound A2A path (`aap_core::a2a::path_for`).
     pub a2a: HashMap<String, Arc<Endpoint>>,
@@ -44,7 +51,22 @@ pub struct ConfigGeneration {
     pub metadata: HashMap<String, String>,
     /// The discovery documents of every tenant with a `public_url`.
     pub published: super::publish::Published,
+    /// Tenant host names (`tenant::host_key`) → the tenant routed there.
+    pub hosts: HashMap<String, Arc<TenantUnit>>,
+    /// SNI host name → the certificate of the tenant that names it.
+    pub certs: HashMap<String, Arc<CertifiedKey>>,
     pub generation: u64,
+}
+
+/// One file of `tenants_dir` as last read.
+#[derive(Debug, Clone)]
+pub struct TenantFile {
+    pub stamp: Stamp,
+    /// The tenant serving from it (its id): the file's current version, or
+    /// the previous one when the current was refused.
+    pub tenant: Option<String>,
+    /// Why the current version was refused.
+    pub error: Option<String>,
 }
 
 /// A tenant that relays every MCP request to one upstream server.
@@ -92,26 +114,48 @@ impl ConfigGeneration {
         )
     }
 
-    /// Build a runtime; on reload, `previous` lends what must outlive a
-    /// config generation: the shared state, unchanged backends (their lead
-    /// logs and cursor keys) and legacy sessions. Upstream clients come from
-    /// `clusters`, which keeps a cluster's client while its settings stay.
+    /// Build from the config alone (its `tenants_dir` read here); see
+    /// [`ConfigGeneration::build_with`].
     pub fn build_from(
         config: Config,
         generation: u64,
         previous: Option<&ConfigGeneration>,
         clusters: &Registry,
     ) -> Result<ConfigGeneration, BuildError> {
-        let same_addrs = |p: &ConfigGeneration, old: &BackendConfig, new: &BackendConfig| {
-            p.config.cluster_of(old) == config.cluster_of(new)
+        let dir = super::tenant_dir::read(&config).map_err(BuildError)?;
+        Self::build_with(config, dir, generation, previous, clusters)
+    }
+
+    /// Build a runtime from the config and the tenant files read from its
+    /// `tenants_dir`. On reload, `previous` lends what must outlive a
+    /// config generation: the shared state, and every tenant whose
+    /// fingerprint is unchanged (whole); a changed tenant keeps its backend
+    /// (lead log, cursor key) and legacy sessions when those are unchanged.
+    /// Upstream clients come from `clusters`, which keeps a cluster's client
+    /// while its settings stay; no host name is looked up here.
+    ///
+    /// A main-config tenant that fails fails the build (the caller discards
+    /// what the build staged in the lead outboxes); a tenant file that fails
+    /// is refused alone (its previous version, if any, keeps serving, and
+    /// the outbox policy its build staged is discarded).
+    pub fn build_with(
+        config: Config,
+        dir: Vec<super::tenant_dir::FileRead>,
+        generation: u64,
+        previous: Option<&ConfigGeneration>,
+        clusters: &Registry,
+    ) -> Result<ConfigGeneration, BuildError> {
+        let digest = schemas_digest(&config);
+        let schemas = match previous {
+            Some(p) if schemas_digest(&p.config) == digest => p.schemas.clone(),
+            _ => Arc::new(
+                match &config.schemas.dir {
+                    Some(dir) => SchemaSet::from_dir(&config.resolve(dir)),
+                    None => SchemaSet::embedded(),
+                }
+                .map_err(|e| BuildError(format!("schemas: {e}")))?,
+            ),
         };
-        let schemas = Arc::new(
-            match &config.schemas.dir {
-                Some(dir) => SchemaSet::from_dir(&config.resolve(dir)),
-                None => SchemaSet::embedded(),
-            }
-            .map_err(|e| BuildError(format!("schemas: {e}")))?,
-        );
         let state_dir = config.state_dir();
         let state_key = |c: &Config| {
             format!(
@@ -137,285 +181,290 @@ impl ConfigGeneration {
                 Arc::new(RedisState::new(&RedisOptions::from_config(&config)).map_err(BuildError)?)
             }
         };
-        let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
-        let mut endpoints = HashMap::new();
-        let mut metadata: HashMap<String, String> = HashMap::new();
-        let mut relays = HashMap::new();
-        let mut published = super::publish::Published::default();
-        // One catalog (and its serialized tools/list pages) per distinct shape, shared.
-        let mut catalogs = CatalogInterner::default();
+        let key = tenant::shared_key(&config, &digest);
+        // The catalogs of the previous generation while the shared settings
+        // (schemas, idempotency TTL) stay: kept and rebuilt tenants share.
+        let catalogs = match previous {
+            Some(p) if p.shared_key == key => {
+                let c = p.catalogs.clone();
+                c.lock().unwrap_or_else(|e| e.into_inner()).prune();
+                c
+            }
+            _ => Arc::default(),
+        };
+        let shared = tenant::Shared {
+            config: &config,
+            schemas: &schemas,
+            state: &state,
+            state_kept: reuse_state.is_some(),
+            key: &key,
+            clusters,
+            catalogs: &catalogs,
+        };
+        let before = |id: &str| previous.and_then(|p| p.units.get(id));
+        let mut claims = tenant::Claims::default();
+        let mut units = HashMap::new();
         for t in &config.tenants {
-            let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
-            let auth = match &t.auth {
-                Some(a) => Some(Arc::new(
-                    Authenticator::new(a.clone(), key_source(&config, a, clusters).map_err(err)?)
-                        .map_err(err)?,
-                )),
-                None => None,
-            };
-            if let BackendConfig::Relay(r) = &t.backend {
-                // Keep the session table across a reload that leaves the relay as it was.
-                let kept = previous.and_then(|p| {
-                    let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
-                    let same = format!("{:?}", old.backend) == format!("{:?}", t.backend)
-                        && same_addrs(p, &old.backend, &t.backend)
-                        && old.session_idle_secs == t.session_idle_secs
-                        && config.limits.max_json_depth == p.config.limits.max_json_depth;
-                    same.then(|| p.relays.get(&old.path).map(|m| m.relay.clone()))?
-                });
-                let relay = match kept {
-                    Some(r) => r,
-                    None => Arc::new(
-                        Relay::new(RelayConfig {
-                            client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
-                            path: r.path.clone(),
-                            bearer_token: r.bearer_token.clone(),
-                            max_json_depth: config.limits.max_json_depth,
-                            session_idle: Duration::from_secs(t.session_idle_secs),
-                        })
-                        .map_err(|e| err(format!("backend: {e}")))?,
-                    ),
-                };
-                if let Some(a) = &auth {
-                    metadata.insert(a.metadata_path(), t.path.clone());
-                }
-                relays.insert(
-                    t.path.clone(),
-                    Arc::new(RelayTenant {
-                        tenant: t.id.clone(),
-                        allowed_origins: t.allowed_origins.clone(),
-                        auth,
-                        tenant_bucket: bucket(
-                            t.rate_limit.tenant_per_second,
-                            t.rate_limit.tenant_burst,
-                        ),
-                        caller_bucket: bucket(
-                            t.rate_limit.caller_per_second,
-                            t.rate_limit.caller_burst,
-                        ),
-                        relay,
-                    }),
-                );
-                continue;
-            }
-            // The lead path's view of the store (Redis Cluster: this tenant's hash slot).
-            let tenant_state = state.for_tenant(&t.id).unwrap_or_else(|| state.clone());
-            let before = previous.and_then(|p| {
-                let old = p.config.tenants.iter().find(|o| o.id == t.id)?;
-                p.endpoints.get(&old.path).map(|ep| (old, ep))
-            });
-            let same_backend = before.filter(|(old, _)| {
-                reuse_state.is_some()
-                    && format!("{:?}", old.backend) == format!("{:?}", t.backend)
-                    && previous.is_some_and(|p| same_addrs(p, &old.backend, &t.backend))
-            });
-            let backend: Arc<dyn Backend> = match (&t.backend, same_backend) {
-                (_, Some((_, ep))) => ep.contract.backend.clone(),
-                (BackendConfig::Embedded(e), None) => {
-                    let key = match &e.cursor_secret {
-                        Some(s) => s.expose().as_bytes().to_vec(),
-                        None => [
-                            uuid::Uuid::new_v4().into_bytes(),
-                            uuid::Uuid::new_v4().into_bytes(),
-                        ]
-                        .concat(),
-                    };
-                    let leads_file = e
-                        .leads_file
-                        .as_ref()
-                        .map(|p| config.resolve(p))
-                        .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
-                    let outbox = crate::leads::outbox::attach(
-                        &t.id,
-                        &leads_file,
-                        &state_dir,
-                        &e.sinks,
-                        &e.outbox,
-                    )
-                    .map_err(|e| err(e.to_string()))?;
-                    Arc::new(
-                        EmbeddedDealer::load(EmbeddedConfig {
-                            feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
-                            schemas: schemas.clone(),
-                            dealer: config.resolve(&e.dealer),
-                            leads_file,
-                            state_dir: state_dir.clone(),
-                            shared: (config.state.backend == StateBackend::Redis)
-                                .then(|| tenant_state.clone()),
-                            outbox,
-                            default_limit: e.default_limit,
-                            max_limit: e.max_limit,
-                            cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),
-                        })
-                        .map_err(|e| err(e.to_string()))?,
-                    )
-                }
-                (BackendConfig::Mcp(m), None) => Arc::new(
-                    McpUpstream::new(McpUpstreamConfig {
-                        client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
-                        path: m.path.clone(),
-                        revision: match m.revision.as_str() {
-                            "2026-07-28" => RevisionMode::Modern,
-                            "2025-11-25" => RevisionMode::Legacy,
-                            _ => RevisionMode::Auto,
-                        },
-                        bearer_token: m.bearer_token.clone(),
-                        capabilities: m.capabilities.clone().unwrap_or_else(default_capabilities),
-                        lead_key: m.lead_key,
-                        dedupes_leads: m.dedupes_leads,
-                    })
-                    .map_err(|e| err(format!("backend: {e}")))?,
-                ),
-                // Mounted above.
-                (BackendConfig::Relay(_), None) => continue,
-                (BackendConfig::A2a(a), None) => Arc::new(
-                    A2aUpstream::new(A2aUpstreamConfig {
-                        client: cluster_client(clusters, &config, &t.backend).map_err(err)?,
-                        path: a.path.clone(),
-                        card_path: a.card_path.clone(),
-                        extension_uri: a.extension_uri.clone(),
-                        bearer_token: a.bearer_token.clone(),
-                        capabilities: a.capabilities.clone().unwrap_or_else(default_capabilities),
-                        lead_key: a.lead_key,
-                        dedupes_leads: a.dedupes_leads,
-                    })
-                    .map_err(|e| err(format!("backend: {e}")))?,
-                ),
-            };
-            let skills: Vec<Skill> = t.skills.iter().filter_map(|s| Skill::from_id(s)).collect();
-            let capabilities = backend.capabilities();
-            if let Err(errors) = schemas.validate_stem("inventory-capabilities", &capabilities) {
-                let key = match &t.backend {
-                    BackendConfig::Embedded(_) => "inventory capabilities",
-                    _ => "backend.capabilities",
-                };
-                return Err(err(format!(
-                    "{key}: does not match inventory-capabilities.schema.json: {}",
-                    Value::from(errors)
-                )));
-            }
-            let opts = CatalogOptions {
-                host_compat: t.host_compat,
-                idempotency_ttl,
-            };
-            let tools = catalogs
-                .get(
-                    &schemas,
-                    &skills,
-                    Some(&capabilities),
-                    &opts,
-                    t.tools_page_size,
-                )
-                .map_err(err)?;
-            if let Some(url) = &t.public_url {
-                // From the skills and capabilities that built `tools`, so the
-                // documents and tools/list cannot disagree.
-                let docs = publish::build(&publish::Tenant {
-                    id: &t.id,
-                    name: t.publish.name.as_deref(),
-                    description: t.publish.description.as_deref(),
-                    mcp_url: url,
-                    hosts: &t.publish.hosts,
-                    provider: t
-                        .publish
-                        .provider_name
-                        .as_deref()
-                        .zip(t.publish.provider_url.as_deref()),
-                    skills: &skills,
-                    capabilities: &capabilities,
-                    auth: t.auth.as_ref(),
-                    list_ttl_ms: t.list_ttl_ms,
+            claims
+                .claim(t, "the main config")
+                .map_err(|e| BuildError(format!("tenant {}: {e}", t.id)))?;
+            let unit = tenant::build(t.clone(), None, &shared, before(&t.id))?;
+            units.insert(t.id.clone(), unit);
+        }
+        let mut files = BTreeMap::new();
+        for f in dir {
+            // What served from this file so far (kept if the new version is refused).
+            let old = previous
+                .and_then(|p| p.files.get(&f.name))
+                .and_then(|e| e.tenant.as_deref())
+                .and_then(before)
+                .filter(|u| u.file.as_deref() == Some(f.name.as_str()));
+            let built = f.result.and_then(|t| {
+                claims.check(&t, &f.name)?;
+                let prior = before(&t.id).filter(|u| u.file.as_deref() == Some(f.name.as_str()));
+                let id = t.id.clone();
+                tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
+                    // Its previous version (if any) keeps its sinks.
+                    crate::leads::outbox::discard_staged_of(&id);
+                    e.0
                 })
-                .map_err(err)?;
-                published.add(&t.path, &t.publish.hosts, docs);
-            }
-            let mut quotas = Vec::new();
-            if t.quotas.lead_submit_per_hour > 0 {
-                quotas.push((
-                    Skill::LeadSubmit,
-                    Bucket {
-                        capacity: t.quotas.lead_submit_per_hour,
-                        per: Duration::from_secs(3600),
-                    },
-                ));
-            }
-            let contract = Contract {
-                cfg: ContractConfig {
-                    tenant: t.id.clone(),
-                    idempotency_ttl,
-                    quotas,
-                },
-                schemas: schemas.clone(),
-                backend,
-                state: tenant_state.clone(),
+            });
+            let entry = match built {
+                Ok(unit) => {
+                    claims
+                        .claim(&unit.config, &f.name)
+                        .map_err(|e| BuildError(format!("{}: {e}", f.name)))?;
+                    let id = unit.id().to_owned();
+                    units.insert(id.clone(), unit);
+                    TenantFile {
+                        stamp: f.stamp,
+                        tenant: Some(id),
+                        error: None,
+                    }
+                }
+                Err(e) => {
+                    super::tenant_dir::log_refused(&f.name, &e, old.is_some());
+                    let kept = old.filter(|u| claims.claim(&u.config, &f.name).is_ok());
+                    let tenant = kept.map(|u| {
+                        units.insert(u.id().to_owned(), u.clone());
+                        u.id().to_owned()
+                    });
+                    TenantFile {
+                        stamp: f.stamp,
+                        tenant,
+                        error: Some(e),
+                    }
+                }
             };
-            let endpoint = Endpoint {
-                tenant: t.id.clone(),
-                path: t.path.clone(),
-                allowed_origins: t.allowed_origins.clone(),
-                sessions: t.legacy_sessions.then(|| {
-                    before
-                        .and_then(|(_, ep)| ep.sessions.clone())
-                        .unwrap_or_else(|| {
-                            Arc::new(SessionStore::new(
-                                Duration::from_secs(t.session_idle_secs),
-                                100_000,
-                            ))
-                        })
-                }),
-                tools,
-                page_size: t.tools_page_size,
-                list_ttl_ms: t.list_ttl_ms,
-                instructions: t.instructions.clone(),
-                contract: Arc::new(contract),
-                server_name: config.server.name.clone(),
-                max_body_bytes: config.limits.max_body_bytes,
-                max_json_depth: config.limits.max_json_depth,
-                auth,
-                tenant_bucket: bucket(t.rate_limit.tenant_per_second, t.rate_limit.tenant_burst),
-                caller_bucket: bucket(t.rate_limit.caller_per_second, t.rate_limit.caller_burst),
-            };
-            if let Some(a) = &endpoint.auth {
-                metadata.insert(a.metadata_path(), t.path.clone());
-            }
-            endpoints.insert(t.path.clone(), Arc::new(endpoint));
+            files.insert(f.name, entry);
         }
-        // Each endpoint tenant also answers A2A beside its MCP path (relay
-        // tenants have no contract of their own, so no A2A binding).
-        let mut a2a = HashMap::new();
-        for (path, ep) in &endpoints {
-            let at = crate::a2a::path_for(path);
-            if config.tenants.iter().any(|t| t.path == at) {
-                return Err(BuildError(format!(
-                    "tenant {}: its A2A path {at} (the MCP path with the last segment replaced by a2a) is already a tenant's MCP path",
-                    ep.tenant
-                )));
-            }
-            a2a.insert(at, ep.clone());
-        }
-        Ok(ConfigGeneration {
+        Ok(Self::assemble(
+            Arc::new(config),
             state,
+            schemas,
+            key,
+            catalogs,
+            clusters.is_online(),
+            units,
+            files,
+            generation,
+        ))
+    }
+
+    /// The shared settings this generation's tenants were built against,
+    /// with `clusters` (see [`ConfigGeneration::clusters`]).
+    pub(super) fn shared<'a>(&'a self, clusters: &'a Registry) -> tenant::Shared<'a> {
+        tenant::Shared {
+            config: &self.config,
+            schemas: &self.schemas,
+            state: &self.state,
+            state_kept: true,
+            key: &self.shared_key,
+            clusters,
+            catalogs: &self.catalogs,
+        }
+    }
+
+    /// The cluster registry a tenant added to this generation builds its
+    /// upstream client from: the process-wide one, or (a generation built
+    /// offline, for `check`) a new offline one.
+    pub(super) fn clusters(&self) -> ClustersFor {
+        if self.online {
+            ClustersFor::Online(crate::upstream::cluster::registry())
+        } else {
+            ClustersFor::Offline(Registry::offline())
+        }
+    }
+
+    /// A new generation with the same shared parts and `units`, `files`.
+    pub(super) fn with_units(
+        &self,
+        units: HashMap<String, Arc<TenantUnit>>,
+        files: BTreeMap<String, TenantFile>,
+    ) -> ConfigGeneration {
+        Self::assemble(
+            self.config.clone(),
+            self.state.clone(),
+            self.schemas.clone(),
+            self.shared_key.clone(),
+            self.catalogs.clone(),
+            self.online,
+            units,
+            files,
+            self.generation + 1,
+        )
+    }
+
+    /// The routing maps, made from the units (cheap: `Arc` clones and keys).
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        config: Arc<Config>,
+        state: Arc<dyn SharedState>,
+        schemas: Arc<SchemaSet>,
+        shared_key: String,
+        catalogs: Arc<Mutex<CatalogInterner>>,
+        online: bool,
+        units: HashMap<String, Arc<TenantUnit>>,
+        files: BTreeMap<String, TenantFile>,
+        generation: u64,
+    ) -> ConfigGeneration {
+        let mut endpoints = HashMap::with_capacity(units.len());
+        let mut a2a = HashMap::with_capacity(units.len());
+        let mut relays = HashMap::new();
+        let mut metadata = HashMap::new();
+        let mut published = super::publish::Published::default();
+        let mut hosts = HashMap::new();
+        let mut certs = HashMap::new();
+        for u in units.values() {
+            let t = &u.config;
+            match &u.serve {
+                Serve::Endpoint(ep) => {
+                    if let Some(a) = &ep.auth {
+                        metadata.insert(a.metadata_path(), t.path.clone());
+                    }
+                    endpoints.insert(t.path.clone(), ep.clone());
+                    a2a.insert(crate::a2a::path_for(&t.path), ep.clone());
+                }
+                Serve::Relay(m) => {
+                    if let Some(a) = &m.auth {
+                        metadata.insert(a.metadata_path(), t.path.clone());
+                    }
+                    relays.insert(t.path.clone(), m.clone());
+                }
+            }
+            let routed: Vec<String> = t.hosts.iter().filter_map(|h| tenant::host_key(h)).collect();
+            if let Some(docs) = &u.docs {
+                let mut at: Vec<String> = t.publish.hosts.clone();
+                at.extend(
+                    routed
+                        .iter()
+                        .filter(|h| !t.publish.hosts.contains(h))
+                        .cloned(),
+                );
+                published.add(&t.path, &at, docs.clone());
+            }
+            for h in &routed {
+                hosts.insert(h.clone(), u.clone());
+            }
+            if let Some(cert) = &u.cert {
+                let names = routed
+                    .iter()
+                    .cloned()
+                    .chain(t.publish.hosts.iter().filter_map(|h| tenant::host_key(h)));
+                for n in names {
+                    certs.insert(n, cert.clone());
+                }
+            }
+        }
+        ConfigGeneration {
             config,
+            state,
+            schemas,
+            shared_key,
+            catalogs,
+            online,
+            units,
+            files,
             endpoints,
             a2a,
             relays,
             metadata,
             published,
+            hosts,
+            certs,
             generation,
-        })
+        }
     }
-}
 
-impl ConfigGeneration {
-    /// Tell the metrics which tenants this generation serves and which of them get their own
+    /// Every tenant's config, main-config tenants first (in order), then
+    /// the tenant files' (by file name).
+    pub fn tenants(&self) -> Vec<&TenantConfig> {
+        let mut out: Vec<&TenantConfig> = self.config.tenants.iter().collect();
+        out.extend(
+            self.files
+                .values()
+                .filter_map(|f| f.tenant.as_deref())
+                .filter_map(|id| self.units.get(id))
+                .map(|u| &u.config),
+        );
+        out
+    }
+
+    /// The tenant files refused (name, problem), in name order.
+    pub fn refused_files(&self) -> Vec<(&str, &str)> {
+        self.files
+            .iter()
+            .filter_map(|(n, f)| f.error.as_deref().map(|e| (n.as_str(), e)))
+            .collect()
+    }
+
+    /// Tell the metrics which tenants this generation serves (main-config
+    /// tenants and tenant files alike) and which of them get their own
     /// `tenant` label (`[telemetry] tenant_metrics`), when it is installed.
     pub fn configure_metrics(&self) {
         let c = &self.config;
-        let n = c.tenants.len();
-        crate::metrics::configure_tenants(c.tenants.iter().map(|t| t.id.as_str()), |id| {
+        let n = self.units.len();
+        crate::metrics::configure_tenants(self.units.keys().map(String::as_str), |id| {
             c.telemetry.tenant_metrics.labels(id, n)
         });
     }
+}
+
+/// The registry a generation's later tenant builds use (see
+/// [`ConfigGeneration::clusters`]).
+pub(super) enum ClustersFor {
+    Online(&'static Registry),
+    Offline(Registry),
+}
+
+impl std::ops::Deref for ClustersFor {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        match self {
+            ClustersFor::Online(r) => r,
+            ClustersFor::Offline(r) => r,
+        }
+    }
+}
+
+/// A digest of the schema set in use: the embedded copies, or the files of
+/// `schemas.dir` (so a reload notices schema files replaced in place).
+fn schemas_digest(config: &Config) -> String {
+    let Some(dir) = &config.schemas.dir else {
+        return "embedded".to_owned();
+    };
+    let dir = config.resolve(dir);
+    let mut h = Sha256::new();
+    h.update(dir.display().to_string().as_bytes());
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    names.sort();
+    for p in names {
+        h.update(p.display().to_string().as_bytes());
+        h.update(std::fs::read(&p).unwrap_or_default());
+    }
+    hex::encode(h.finalize())
 }
 
 /// The peer and path of an `auth.jwks_url`.
@@ -434,7 +483,7 @@ fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
 
 /// The JWKS source of a tenant: a file, or a URL fetched through the same
 /// pooled Pingora client the upstream backends use.
-fn key_source(
+pub(super) fn key_source(
     config: &Config,
     a: &crate::auth::AuthConfig,
     clusters: &Registry,
@@ -467,10 +516,10 @@ fn key_source(
 }
 
 /// The shared client of a forwarding backend's cluster (named or inline).
-fn cluster_client(
+pub(super) fn cluster_client(
     clusters: &Registry,
     config: &Config,
-    backend: &BackendConfig,
+    backend: &crate::config::BackendConfig,
 ) -> Result<Arc<Client>, String> {
     let cluster = config
         .cluster_of(backend)
@@ -480,7 +529,7 @@ fn cluster_client(
         .map_err(|e| format!("backend.{e}"))
 }
 
-fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
+pub(super) fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
     if per_second <= 0.0 {
         return None;
     }

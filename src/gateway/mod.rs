@@ -1,15 +1,19 @@
 //! Routing and the request pipeline: [`Gateway`] holds the current [`ConfigGeneration`], routes each
 //! request to a tenant, runs admission and the endpoint or relay, and ends every answer in `logging`.
 //!
-//! `generation` builds a generation from a config (the composition root); `admission` holds the
+//! `generation` builds a generation from a config (the composition root) out of per-tenant
+//! units (`tenant`); `tenant_dir` applies tenant files one at a time; `admission` holds the
 //! one admission order every tenant kind shares.
 
 mod admission;
 mod generation;
 mod publish;
+mod tenant;
+pub mod tenant_dir;
 
-pub use generation::{BuildError, ConfigGeneration, RelayTenant};
+pub use generation::{BuildError, ConfigGeneration, RelayTenant, TenantFile};
 pub use publish::Published;
+pub use tenant::{host_key, Serve, TenantUnit};
 
 use crate::auth::AuthMode;
 use crate::config::Config;
@@ -32,6 +36,8 @@ pub struct Gateway {
     runtime: ArcSwap<ConfigGeneration>,
     loader: Option<ConfigLoader>,
     reload_lock: tokio::sync::Mutex<()>,
+    /// The TLS listener's per-name certificates, refreshed on every swap.
+    sni: std::sync::OnceLock<crate::tls::SniNames>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -57,10 +63,12 @@ impl Gateway {
             .config_generation
             .set(runtime.generation as i64);
         runtime.configure_metrics();
+        tenant_dir::publish_metrics(&runtime);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             loader: None,
             reload_lock: tokio::sync::Mutex::new(()),
+            sni: std::sync::OnceLock::new(),
         }
     }
 
@@ -100,6 +108,28 @@ impl Gateway {
 
     pub fn current(&self) -> Arc<ConfigGeneration> {
         self.runtime.load_full()
+    }
+
+    /// Serve the tenants' certificates (`[tenants.tls]`) on the TLS
+    /// listener through `names`, from now on and after every swap.
+    pub fn serve_certificates(&self, names: crate::tls::SniNames) {
+        names.store(Arc::new(self.current().certs.clone()));
+        let _ = self.sni.set(names);
+    }
+
+    /// Publish a new generation: requests that start from now on use it;
+    /// those in flight finish on the one they started with. The metrics
+    /// learn its tenants (added or removed by the config or a tenant file).
+    fn swap(&self, rt: ConfigGeneration) {
+        crate::metrics::METRICS
+            .config_generation
+            .set(rt.generation as i64);
+        rt.configure_metrics();
+        tenant_dir::publish_metrics(&rt);
+        if let Some(names) = self.sni.get() {
+            names.store(Arc::new(rt.certs.clone()));
+        }
+        self.runtime.store(Arc::new(rt));
     }
 
     pub fn max_body_bytes(&self) -> usize {
@@ -155,44 +185,66 @@ impl Gateway {
                 })
         };
         let mut route = None;
-        let resp = if let Some(ep) = rt.endpoints.get(&req.path) {
-            route = Some(ep.path.as_str());
-            ctx.tenant = Some(ep.tenant.clone());
-            let cors = endpoint_cors(ep);
-            match cors.preflight(&req, &mut ctx) {
-                Some(r) => r,
-                None => cors.decorate(&req, serve_endpoint(ep, &req, &mut ctx).await),
+        let target = target(&rt, &req);
+        // On a tenant's own host only that tenant's documents and metadata.
+        let host_unit = match target {
+            Target::Host(u) => Some(u),
+            _ => None,
+        };
+        let resp = match target {
+            Target::Endpoint(ep) => {
+                route = Some(ep.path.as_str());
+                ctx.tenant = Some(ep.tenant.clone());
+                let cors = endpoint_cors(ep);
+                match cors.preflight(&req, &mut ctx) {
+                    Some(r) => r,
+                    None => cors.decorate(&req, serve_endpoint(ep, &req, &mut ctx).await),
+                }
             }
-        } else if let Some(m) = rt.relays.get(&req.path) {
-            route = Some(req.path.as_str());
-            ctx.tenant = Some(m.tenant.clone());
-            let cors = relay_cors(m);
-            match cors.preflight(&req, &mut ctx) {
-                Some(r) => r,
-                None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
+            Target::Relay(m) => {
+                route = Some(req.path.as_str());
+                ctx.tenant = Some(m.tenant.clone());
+                let cors = relay_cors(m);
+                match cors.preflight(&req, &mut ctx) {
+                    Some(r) => r,
+                    None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
+                }
             }
-        } else if let Some(ep) = rt.a2a.get(&req.path) {
-            route = Some(req.path.as_str());
-            ctx.tenant = Some(ep.tenant.clone());
-            let cors = a2a_cors(ep);
-            match cors.preflight(&req, &mut ctx) {
-                Some(r) => r,
-                None => cors.decorate(&req, serve_a2a(ep, &req, &mut ctx).await),
+            Target::A2a(ep) => {
+                route = Some(req.path.as_str());
+                ctx.tenant = Some(ep.tenant.clone());
+                let cors = a2a_cors(ep);
+                match cors.preflight(&req, &mut ctx) {
+                    Some(r) => r,
+                    None => cors.decorate(&req, serve_a2a(ep, &req, &mut ctx).await),
+                }
             }
-        } else if let Some((tenant, auth)) = rt.metadata.get(&req.path).and_then(metadata_of) {
-            ctx.tenant = Some(tenant.to_owned());
-            ctx.outcome = "metadata".into();
-            match (auth, req.method.as_str()) {
-                (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
-                    .with_header("cache-control", "max-age=300"),
-                _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
-                    .with_header("allow", "GET"),
+            Target::Host(_) | Target::Path => {
+                let metadata = rt
+                    .metadata
+                    .get(&req.path)
+                    .filter(|p| host_unit.is_none_or(|u| &u.config.path == *p))
+                    .and_then(metadata_of);
+                let docs = rt
+                    .published
+                    .route(&req)
+                    .filter(|(d, _)| host_unit.is_none_or(|u| d.tenant == u.id()));
+                if let Some((tenant, auth)) = metadata {
+                    ctx.tenant = Some(tenant.to_owned());
+                    ctx.outcome = "metadata".into();
+                    match (auth, req.method.as_str()) {
+                        (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
+                            .with_header("cache-control", "max-age=300"),
+                        _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
+                            .with_header("allow", "GET"),
+                    }
+                } else if let Some((docs, kind)) = docs {
+                    publish::serve(docs, kind, &req, &mut ctx)
+                } else {
+                    ctx.outcome = "no_route".into();
+                    not_found()
+                }
             }
-        } else if let Some((docs, kind)) = rt.published.route(&req) {
-            publish::serve(docs, kind, &req, &mut ctx)
-        } else {
-            ctx.outcome = "no_route".into();
-            not_found()
         };
         let resp = finish(&ctx, resp);
         let span = ServerSpan::of(&ctx, resp.status, route);
@@ -219,36 +271,43 @@ impl Gateway {
             _,
             _,
             fn(&RpcError, &HttpRequest) -> HttpResponse,
-        ) = if let Some(ep) = rt.endpoints.get(&req.path) {
-            (
+        ) = match target(&rt, req) {
+            Target::Endpoint(ep) => (
                 &ep.tenant,
                 ep.head_refusal(req),
                 ep.auth.as_deref(),
                 endpoint_cors(ep),
                 mcp_refusal,
-            )
-        } else if let Some(m) = rt.relays.get(&req.path) {
-            (
+            ),
+            Target::Relay(m) => (
                 &m.tenant,
                 m.head_refusal(req),
                 m.auth.as_deref(),
                 relay_cors(m),
                 mcp_refusal,
-            )
-        } else if let Some(ep) = rt.a2a.get(&req.path) {
-            ctx.binding = "a2a";
-            (
-                &ep.tenant,
-                crate::a2a::server::head_refusal(ep, req),
-                ep.auth.as_deref(),
-                a2a_cors(ep),
-                |e, r| crate::a2a::server::refused(e, r, 0),
-            )
-        } else if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() {
-            return None;
-        } else {
-            ctx.outcome = "no_route".into();
-            return Some(finish(&ctx, not_found()));
+            ),
+            Target::A2a(ep) => {
+                ctx.binding = "a2a";
+                (
+                    &ep.tenant,
+                    crate::a2a::server::head_refusal(ep, req),
+                    ep.auth.as_deref(),
+                    a2a_cors(ep),
+                    |e, r| crate::a2a::server::refused(e, r, 0),
+                )
+            }
+            // Documents and metadata read no body worth refusing early; the
+            // full pipeline decides (404 included).
+            Target::Host(_) => return None,
+            Target::Path
+                if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() =>
+            {
+                return None
+            }
+            Target::Path => {
+                ctx.outcome = "no_route".into();
+                return Some(finish(&ctx, not_found()));
+            }
         };
         ctx.tenant = Some(tenant.clone());
         let err = match head {
@@ -266,6 +325,7 @@ impl Gateway {
     /// Build a new runtime and swap it in atomically. Nothing waits for
     /// DNS: a new cluster resolves its names in the background.
     pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
+        let dir = tenant_dir::read(&config).map_err(BuildError)?;
         let current = self.runtime.load_full();
         let generation = current.generation + 1;
         if config.server.listen != current.config.server.listen
@@ -275,18 +335,63 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = ConfigGeneration::build_from(
+        let rt = ConfigGeneration::build_with(
             config,
+            dir,
             generation,
             Some(&current),
             crate::upstream::cluster::registry(),
         )
         .inspect_err(|_| crate::leads::outbox::discard_staged())?;
-        rt.configure_metrics();
-        self.runtime.store(Arc::new(rt));
+        self.swap(rt);
         // The tenants' lead outboxes take the new sinks only now.
         crate::leads::outbox::commit_staged();
         Ok(generation)
+    }
+}
+
+/// Where a request goes, by its `Host` and path.
+enum Target<'a> {
+    Endpoint(&'a Arc<Endpoint>),
+    Relay(&'a Arc<RelayTenant>),
+    A2a(&'a Arc<Endpoint>),
+    /// A tenant's own host (its `hosts`), on a path that is none of its
+    /// MCP or A2A paths: only its metadata and documents, else 404.
+    Host(&'a TenantUnit),
+    /// No tenant route by path: metadata, documents, or 404.
+    Path,
+}
+
+/// Route a request. A `Host` (port and case ignored) that one tenant lists
+/// in `hosts` goes to that tenant only: its MCP path or `/mcp` reach its
+/// endpoint (or relay), its A2A path or `/a2a` its A2A binding. Any other
+/// host is routed by path alone.
+fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
+    let on_host = (!rt.hosts.is_empty())
+        .then(|| req.header_str("host").and_then(host_key))
+        .flatten()
+        .and_then(|h| rt.hosts.get(&h));
+    if let Some(u) = on_host {
+        let p = req.path.as_str();
+        return match &u.serve {
+            Serve::Endpoint(e) if p == e.path || p == "/mcp" => Target::Endpoint(e),
+            Serve::Endpoint(e)
+                if p == "/a2a" || rt.a2a.get(p).is_some_and(|a| Arc::ptr_eq(a, e)) =>
+            {
+                Target::A2a(e)
+            }
+            Serve::Relay(m) if p == u.config.path || p == "/mcp" => Target::Relay(m),
+            _ => Target::Host(u),
+        };
+    }
+    if let Some(e) = rt.endpoints.get(&req.path) {
+        Target::Endpoint(e)
+    } else if let Some(m) = rt.relays.get(&req.path) {
+        Target::Relay(m)
+    } else if let Some(e) = rt.a2a.get(&req.path) {
+        Target::A2a(e)
+    } else {
+        Target::Path
     }
 }
 

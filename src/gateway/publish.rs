@@ -21,8 +21,7 @@ pub struct Published {
 
 impl Published {
     /// Serve `docs` under the prefix of `mcp_path` and at the root of `hosts`.
-    pub fn add(&mut self, mcp_path: &str, hosts: &[String], docs: Documents) {
-        let docs = Arc::new(docs);
+    pub fn add(&mut self, mcp_path: &str, hosts: &[String], docs: Arc<Documents>) {
         for kind in Kind::ALL {
             self.by_path.insert(
                 format!("{}{}", prefix_of(mcp_path), kind.path()),

@@ -128,6 +128,12 @@ impl Registry {
         }
     }
 
+    /// Whether this is the process-wide registry that connects and looks
+    /// names up (not an [`Registry::offline`] one).
+    pub fn is_online(&self) -> bool {
+        self.online
+    }
+
     /// The client of cluster `c` (an unnamed one gets [`inline_name`]): the
     /// live one with these exact settings, or a new one.
     pub fn client(&self, c: &ClusterConfig) -> Result<Arc<Client>, String> {

@@ -175,6 +175,21 @@ pub fn discard_staged() {
     }
 }
 
+/// One tenant's build failed while the rest of its generation is served (a
+/// tenant file refused on its own): forget what that build staged for the
+/// tenant, so its serving version keeps its sinks; other tenants' staged
+/// policies stay for [`commit_staged`].
+pub fn discard_staged_of(tenant: &str) {
+    for ob in registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .filter(|ob| ob.tenant == tenant)
+    {
+        ob.staged.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
 impl TenantOutbox {
     fn new(key: (String, PathBuf), state_dir: &Path, policy: Arc<Policy>) -> TenantOutbox {
         TenantOutbox {

@@ -6,9 +6,11 @@ mod mcp;
 mod peers;
 mod process;
 mod redis_servers;
+mod tenants;
 
 pub use http::*;
 pub use mcp::*;
 pub use peers::*;
 pub use process::*;
 pub use redis_servers::*;
+pub use tenants::*;

@@ -248,6 +248,12 @@ impl CatalogInterner {
         Ok(c)
     }
 
+    /// Forget the catalogs no tenant holds any more (an interner kept from
+    /// one generation to the next does not grow with removed shapes).
+    pub fn prune(&mut self) {
+        self.built.retain(|_, c| Arc::strong_count(c) > 1);
+    }
+
     /// Distinct catalogs built so far.
     pub fn len(&self) -> usize {
         self.built.len()

@@ -38,6 +38,12 @@ pub struct Config {
     pub schemas: SchemasConfig,
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,
+    /// A directory of tenant files (`*.toml`, one tenant each, the keys of
+    /// one `[[tenants]]` entry at top level), relative to this file's
+    /// directory; watched and applied one file at a time (see
+    /// `aap_gateway::gateway::tenant_dir`). Unset: tenants only from `[[tenants]]`.
+    #[serde(default)]
+    pub tenants_dir: Option<PathBuf>,
     /// Named upstream clusters (`[[clusters]]`), referenced by a forwarding
     /// backend's `cluster = "name"`.
     #[serde(default)]
@@ -215,6 +221,14 @@ pub struct TenantConfig {
     /// The dealer identity the discovery documents carry.
     #[serde(default)]
     pub publish: PublishConfig,
+    /// `[tenants.tls]`: the certificate served (chosen by SNI) for this
+    /// tenant's `hosts`; needs `server.tls`.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Dealer domains that route to this tenant (`Host`, case-insensitive,
+    /// port ignored): its MCP path, `/mcp` and its A2A path on that host.
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 /// `[tenants.publish]`: who the dealer is and where its discovery documents
@@ -536,17 +550,31 @@ impl Config {
         Ok(cfg)
     }
 
+    /// One tenant file of `tenants_dir`: the keys of one `[[tenants]]`
+    /// entry at top level. Secrets and relative paths resolve against this
+    /// (the main) config's directory, like every path of the config. The
+    /// tenant is checked on its own (its keys named without a prefix, e.g.
+    /// `skills: …`); conflicts with other tenants (id, path, hosts) are the
+    /// caller's to check. Errors never quote a secret.
+    pub fn parse_tenant_file(&self, text: &str) -> Result<TenantConfig, String> {
+        let mut t: TenantConfig = with_base_dir(&self.base_dir, || toml::from_str(text))
+            .map_err(|e| toml_problem(&e, text))?;
+        unify_public_url(&mut t);
+        self.validate_tenant_alone(&|k: &str| k.to_owned(), &t)?;
+        Ok(t)
+    }
+
+    /// The tenants directory, resolved against the config's directory.
+    pub fn tenants_dir_path(&self) -> Option<PathBuf> {
+        self.tenants_dir.as_deref().map(|d| self.resolve(d))
+    }
+
     /// One public URL per tenant: `auth.resource` left out takes
     /// `public_url`, and `public_url` left out takes `auth.resource`
     /// (a difference between the two, both given, is a validation error).
     fn unify_public_urls(&mut self) {
         for t in &mut self.tenants {
-            let Some(a) = t.auth.as_mut() else { continue };
-            match (&t.public_url, a.resource.is_empty()) {
-                (Some(u), true) => a.resource = u.clone(),
-                (None, false) => t.public_url = Some(a.resource.clone()),
-                _ => {}
-            }
+            unify_public_url(t);
         }
     }
 
@@ -620,6 +648,16 @@ impl Config {
 
     pub fn state_dir(&self) -> PathBuf {
         self.resolve(&self.state.dir)
+    }
+}
+
+/// `Config::unify_public_urls` for one tenant.
+fn unify_public_url(t: &mut TenantConfig) {
+    let Some(a) = t.auth.as_mut() else { return };
+    match (&t.public_url, a.resource.is_empty()) {
+        (Some(u), true) => a.resource = u.clone(),
+        (None, false) => t.public_url = Some(a.resource.clone()),
+        _ => {}
     }
 }
 

@@ -212,8 +212,15 @@ impl Config {
 
     /// `[[tenants]]`: at least one; ids and paths unique.
     fn validate_tenants(&self) -> Result<(), String> {
-        if self.tenants.is_empty() {
-            return Err("tenants: at least one [[tenants]] entry is required".into());
+        if self.tenants.is_empty() && self.tenants_dir.is_none() {
+            return Err(
+                "tenants: at least one [[tenants]] entry is required (or a tenants_dir)".into(),
+            );
+        }
+        if let Some(d) = self.tenants_dir_path() {
+            if !d.is_dir() {
+                return Err(format!("tenants_dir: {} is not a directory", d.display()));
+            }
         }
         let mut ids = HashSet::new();
         let mut paths = HashSet::new();
@@ -223,11 +230,56 @@ impl Config {
             validate_mount(&at, t, &mut ids, &mut paths)?;
             validate_tenant(&at, t)?;
             validate_publish(&at, t, &mut published)?;
+            validate_hosts(&at, t, &mut published)?;
             validate_rate_limit(&at, &t.rate_limit)?;
             if let Some(a) = &t.auth {
                 self.validate_auth(&at, t, a)?;
             }
             self.validate_backend(&at, t)?;
+            self.validate_tenant_tls(&at, t)?;
+        }
+        Ok(())
+    }
+
+    /// One tenant on its own (a tenant file): every check of `[[tenants]]`
+    /// but the ones across tenants.
+    pub(super) fn validate_tenant_alone(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+        validate_mount(at, t, &mut HashSet::new(), &mut HashSet::new())?;
+        validate_tenant(at, t)?;
+        validate_publish(at, t, &mut Published::default())?;
+        validate_hosts(at, t, &mut Published::default())?;
+        validate_rate_limit(at, &t.rate_limit)?;
+        if let Some(a) = &t.auth {
+            self.validate_auth(at, t, a)?;
+        }
+        self.validate_backend(at, t)?;
+        self.validate_tenant_tls(at, t)
+    }
+
+    /// `[tenants.tls]`: both files exist, `server.tls` is on, and the
+    /// tenant names the hosts the certificate is for.
+    fn validate_tenant_tls(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
+        let Some(tls) = &t.tls else { return Ok(()) };
+        if self.server.tls.is_none() {
+            return Err(format!(
+                "{}: needs server.tls (the listener must terminate TLS)",
+                at("tls")
+            ));
+        }
+        if t.hosts.is_empty() && t.publish.hosts.is_empty() {
+            return Err(format!(
+                "{}: name the host names it serves in hosts (or publish.hosts)",
+                at("tls")
+            ));
+        }
+        for (k, p) in [("cert_file", &tls.cert_file), ("key_file", &tls.key_file)] {
+            if !self.resolve(p).is_file() {
+                return Err(format!(
+                    "{}: file {} does not exist",
+                    at(&format!("tls.{k}")),
+                    self.resolve(p).display()
+                ));
+            }
         }
         Ok(())
     }
@@ -653,11 +705,29 @@ fn validate_mount(
     Ok(())
 }
 
-/// What earlier tenants publish: dealer domains and document prefixes.
+/// What earlier tenants publish: dealer domains and document prefixes;
+/// and the host names tenants are routed by.
 #[derive(Default)]
 struct Published {
     hosts: HashSet<String>,
     prefixes: HashSet<String>,
+    routed: HashSet<String>,
+}
+
+/// `hosts`: host names (no port: routing ignores it), unique across tenants.
+fn validate_hosts(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Result<(), String> {
+    for h in &t.hosts {
+        if !crate::aap::publish::is_host(h) || h.contains(':') {
+            return Err(format!(
+                "{}: {h:?} is not a host name (like mcp.dealer.example; no scheme, port or path)",
+                at("hosts")
+            ));
+        }
+        if !seen.routed.insert(h.to_ascii_lowercase()) {
+            return Err(format!("{}: {h:?} routes to another tenant", at("hosts")));
+        }
+    }
+    Ok(())
 }
 
 /// `public_url` and `[tenants.publish]`: an exact HTTPS URL (plain http

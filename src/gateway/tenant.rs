@@ -1,0 +1,576 @@
+//! One tenant, built on its own: a [`TenantUnit`] (endpoint or relay, backend, authenticator,
+//! discovery documents, SNI certificate) keyed by a fingerprint of its config, and the checks across tenants.
+//!
+//! A generation holds units and cheap routing maps made from them. A reload or a tenant file
+//! that leaves a tenant's fingerprint unchanged keeps its unit (every `Arc` in it) as it was.
+
+use super::generation::{bucket, cluster_client, key_source, BuildError, RelayTenant};
+use crate::aap::catalog::{CatalogInterner, CatalogOptions};
+use crate::aap::contract::{Contract, ContractConfig};
+use crate::aap::cursor::CursorCodec;
+use crate::aap::publish::{self, Documents};
+use crate::aap::schemas::SchemaSet;
+use crate::aap::skill::Skill;
+use crate::auth::Authenticator;
+use crate::backend::{default_capabilities, Backend};
+use crate::config::{BackendConfig, Config, StateBackend, TenantConfig};
+use crate::mcp::server::Endpoint;
+use crate::mcp::session::SessionStore;
+use crate::state::{Bucket, SharedState};
+use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
+use crate::upstream::cluster::Registry;
+use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
+use crate::upstream::inventory::source::SourceSpec;
+use crate::upstream::mcp::{McpUpstream, McpUpstreamConfig, RevisionMode};
+use crate::upstream::relay::{Relay, RelayConfig};
+use pingora::tls::sign::CertifiedKey;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How a tenant serves: the AAP endpoint (MCP and A2A) or a transparent relay.
+#[derive(Debug, Clone)]
+pub enum Serve {
+    Endpoint(Arc<Endpoint>),
+    Relay(Arc<RelayTenant>),
+}
+
+/// Everything built for one tenant.
+pub struct TenantUnit {
+    /// The tenant's effective config.
+    pub config: TenantConfig,
+    /// The tenant file it came from (its name in `tenants_dir`); `None`
+    /// for a `[[tenants]]` entry of the main config.
+    pub file: Option<String>,
+    /// SHA-256 over the tenant's config, its upstream cluster's settings and
+    /// the shared settings it depends on: equal means "nothing to rebuild".
+    pub fingerprint: [u8; 32],
+    pub serve: Serve,
+    /// The discovery documents (with a `public_url`).
+    pub docs: Option<Arc<Documents>>,
+    /// The certificate for the tenant's host names (`[tenants.tls]`).
+    pub cert: Option<Arc<CertifiedKey>>,
+    /// The upstream cluster settings the backend was built with (what a
+    /// rebuild compares; see [`upstream_key`]).
+    upstream: String,
+}
+
+impl std::fmt::Debug for TenantUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantUnit")
+            .field("id", &self.config.id)
+            .field("file", &self.file)
+            .field("serve", &self.serve)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TenantUnit {
+    pub fn id(&self) -> &str {
+        &self.config.id
+    }
+
+    /// Where the tenant is defined, for messages: its file, or the main config.
+    pub fn origin(&self) -> String {
+        match &self.file {
+            Some(f) => f.clone(),
+            None => "the main config".to_owned(),
+        }
+    }
+
+    pub fn endpoint(&self) -> Option<&Arc<Endpoint>> {
+        match &self.serve {
+            Serve::Endpoint(e) => Some(e),
+            Serve::Relay(_) => None,
+        }
+    }
+}
+
+/// What every tenant of a generation is built against.
+pub(super) struct Shared<'a> {
+    pub config: &'a Config,
+    pub schemas: &'a Arc<SchemaSet>,
+    pub state: &'a Arc<dyn SharedState>,
+    /// The state store is the previous generation's (backends may be kept).
+    pub state_kept: bool,
+    /// The shared settings a tenant's build reads, as text (see [`shared_key`]).
+    pub key: &'a str,
+    /// Where forwarding backends and JWKS URLs get their pooled clients.
+    pub clusters: &'a Registry,
+    /// The generation's catalogs: tenants of the same shape share one.
+    pub catalogs: &'a Mutex<CatalogInterner>,
+}
+
+/// The settings outside `[[tenants]]` that a tenant's build reads: a change
+/// to any of them rebuilds every tenant.
+pub(super) fn shared_key(c: &Config, schemas_digest: &str) -> String {
+    format!(
+        "{:?}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}",
+        c.base_dir,
+        c.server.name,
+        c.limits.max_body_bytes,
+        c.limits.max_json_depth,
+        c.state.idempotency_ttl_hours,
+        schemas_digest,
+        c.state_dir(),
+        c.state.backend,
+        c.state.redis_url,
+        c.state.redis_prefix,
+        c.state.redis_connect_timeout_ms,
+        c.state.redis_command_timeout_ms,
+        c.state.redis_wait_replicas,
+    )
+}
+
+/// The settings of a tenant's upstream cluster (its named `[[clusters]]`
+/// entry or its inline peers), as text: a cluster changed in the main config
+/// rebuilds the tenants naming it. Nothing is looked up (the cluster's
+/// client resolves its names in the background).
+fn upstream_key(config: &Config, t: &TenantConfig) -> String {
+    format!("{:?}", config.cluster_of(&t.backend))
+}
+
+/// Stamps of the tenant's certificate files: a replaced certificate
+/// changes the fingerprint, so a reload rebuilds the tenant.
+fn cert_stamps(config: &Config, t: &TenantConfig) -> String {
+    let Some(tls) = &t.tls else {
+        return String::new();
+    };
+    format!(
+        "{:?}{:?}",
+        crate::tls::stamp(&config.resolve(&tls.cert_file)),
+        crate::tls::stamp(&config.resolve(&tls.key_file))
+    )
+}
+
+fn fingerprint(shared: &Shared<'_>, t: &TenantConfig, addrs: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(shared.key.as_bytes());
+    h.update([0]);
+    // `Debug` of a config shows each secret as a keyed tag (never the
+    // value), which differs when the value does.
+    h.update(format!("{t:?}").as_bytes());
+    h.update([0]);
+    h.update(addrs.as_bytes());
+    h.update([0]);
+    h.update(cert_stamps(shared.config, t).as_bytes());
+    h.finalize().into()
+}
+
+/// Build one tenant, or keep `before` whole when its fingerprint is the
+/// same. A changed tenant still keeps what must outlive a change when it
+/// can: the backend (lead log, cursor key, pool) while the backend config
+/// and its cluster settings are unchanged, and legacy sessions.
+///
+/// Building an embedded backend stages its lead outbox's new sinks and
+/// policy (`crate::leads::outbox::attach`): the caller commits them once the
+/// generation is served, or discards them.
+pub(super) fn build(
+    t: TenantConfig,
+    file: Option<String>,
+    shared: &Shared<'_>,
+    before: Option<&Arc<TenantUnit>>,
+) -> Result<Arc<TenantUnit>, BuildError> {
+    let config = shared.config;
+    let addrs = upstream_key(config, &t);
+    let fp = fingerprint(shared, &t, &addrs);
+    if let Some(b) = before.filter(|b| b.fingerprint == fp && b.file == file) {
+        return Ok(b.clone());
+    }
+    let err = |m: String| BuildError(format!("tenant {}: {m}", t.id));
+    let same_backend = before.filter(|b| {
+        shared.state_kept
+            && b.upstream == addrs
+            && format!("{:?}", b.config.backend) == format!("{:?}", t.backend)
+    });
+    let auth = match &t.auth {
+        Some(a) => Some(Arc::new(
+            Authenticator::new(
+                a.clone(),
+                key_source(config, a, shared.clusters).map_err(err)?,
+            )
+            .map_err(err)?,
+        )),
+        None => None,
+    };
+    let cert = match &t.tls {
+        Some(tls) => Some(Arc::new(
+            crate::tls::load_pair(
+                &config.resolve(&tls.cert_file),
+                &config.resolve(&tls.key_file),
+            )
+            .map_err(|e| err(format!("tls: {e}")))?,
+        )),
+        None => None,
+    };
+    let rate = &t.rate_limit;
+    if let BackendConfig::Relay(r) = &t.backend {
+        let kept = same_backend
+            .filter(|b| b.config.session_idle_secs == t.session_idle_secs)
+            .and_then(|b| match &b.serve {
+                Serve::Relay(m) => Some(m.relay.clone()),
+                Serve::Endpoint(_) => None,
+            });
+        let relay = match kept {
+            Some(r) => r,
+            None => Arc::new(
+                Relay::new(RelayConfig {
+                    client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
+                    path: r.path.clone(),
+                    bearer_token: r.bearer_token.clone(),
+                    max_json_depth: config.limits.max_json_depth,
+                    session_idle: Duration::from_secs(t.session_idle_secs),
+                })
+                .map_err(|e| err(format!("backend: {e}")))?,
+            ),
+        };
+        let serve = Serve::Relay(Arc::new(RelayTenant {
+            tenant: t.id.clone(),
+            allowed_origins: t.allowed_origins.clone(),
+            auth,
+            tenant_bucket: bucket(rate.tenant_per_second, rate.tenant_burst),
+            caller_bucket: bucket(rate.caller_per_second, rate.caller_burst),
+            relay,
+        }));
+        return Ok(Arc::new(TenantUnit {
+            config: t,
+            file,
+            fingerprint: fp,
+            serve,
+            docs: None,
+            cert,
+            upstream: addrs,
+        }));
+    }
+    let state = shared.state;
+    let state_dir = config.state_dir();
+    let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
+    // The lead path's view of the store (Redis Cluster: this tenant's hash slot).
+    let tenant_state = state.for_tenant(&t.id).unwrap_or_else(|| state.clone());
+    let before_ep = before.and_then(|b| b.endpoint());
+    let kept_backend = same_backend
+        .and_then(|b| b.endpoint())
+        .map(|ep| ep.contract.backend.clone());
+    let backend: Arc<dyn Backend> = match (&t.backend, kept_backend) {
+        (_, Some(b)) => b,
+        (BackendConfig::Embedded(e), None) => {
+            let key = match &e.cursor_secret {
+                Some(s) => s.expose().as_bytes().to_vec(),
+                None => [
+                    uuid::Uuid::new_v4().into_bytes(),
+                    uuid::Uuid::new_v4().into_bytes(),
+                ]
+                .concat(),
+            };
+            let leads_file = e
+                .leads_file
+                .as_ref()
+                .map(|p| config.resolve(p))
+                .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
+            // Staged until the generation is served (see above).
+            let outbox =
+                crate::leads::outbox::attach(&t.id, &leads_file, &state_dir, &e.sinks, &e.outbox)
+                    .map_err(|e| err(e.to_string()))?;
+            Arc::new(
+                EmbeddedDealer::load(EmbeddedConfig {
+                    // Shared with every tenant naming the same source.
+                    feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
+                    schemas: shared.schemas.clone(),
+                    dealer: config.resolve(&e.dealer),
+                    leads_file,
+                    state_dir: state_dir.clone(),
+                    shared: (config.state.backend == StateBackend::Redis)
+                        .then(|| tenant_state.clone()),
+                    outbox,
+                    default_limit: e.default_limit,
+                    max_limit: e.max_limit,
+                    cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),
+                })
+                .map_err(|e| err(e.to_string()))?,
+            )
+        }
+        (BackendConfig::Mcp(m), None) => Arc::new(
+            McpUpstream::new(McpUpstreamConfig {
+                client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
+                path: m.path.clone(),
+                revision: match m.revision.as_str() {
+                    "2026-07-28" => RevisionMode::Modern,
+                    "2025-11-25" => RevisionMode::Legacy,
+                    _ => RevisionMode::Auto,
+                },
+                bearer_token: m.bearer_token.clone(),
+                capabilities: m.capabilities.clone().unwrap_or_else(default_capabilities),
+                lead_key: m.lead_key,
+                dedupes_leads: m.dedupes_leads,
+            })
+            .map_err(|e| err(format!("backend: {e}")))?,
+        ),
+        (BackendConfig::A2a(a), None) => Arc::new(
+            A2aUpstream::new(A2aUpstreamConfig {
+                client: cluster_client(shared.clusters, config, &t.backend).map_err(err)?,
+                path: a.path.clone(),
+                card_path: a.card_path.clone(),
+                extension_uri: a.extension_uri.clone(),
+                bearer_token: a.bearer_token.clone(),
+                capabilities: a.capabilities.clone().unwrap_or_else(default_capabilities),
+                lead_key: a.lead_key,
+                dedupes_leads: a.dedupes_leads,
+            })
+            .map_err(|e| err(format!("backend: {e}")))?,
+        ),
+        // Relay tenants returned above.
+        (BackendConfig::Relay(_), None) => {
+            return Err(err("backend: a relay tenant has no endpoint".into()))
+        }
+    };
+    let schemas = shared.schemas;
+    let skills: Vec<Skill> = t.skills.iter().filter_map(|s| Skill::from_id(s)).collect();
+    let capabilities = backend.capabilities();
+    if let Err(errors) = schemas.validate_stem("inventory-capabilities", &capabilities) {
+        let key = match &t.backend {
+            BackendConfig::Embedded(_) => "inventory capabilities",
+            _ => "backend.capabilities",
+        };
+        return Err(err(format!(
+            "{key}: does not match inventory-capabilities.schema.json: {}",
+            Value::from(errors)
+        )));
+    }
+    let opts = CatalogOptions {
+        host_compat: t.host_compat,
+        idempotency_ttl,
+    };
+    let tools = shared
+        .catalogs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(
+            schemas,
+            &skills,
+            Some(&capabilities),
+            &opts,
+            t.tools_page_size,
+        )
+        .map_err(err)?;
+    let docs = match &t.public_url {
+        // From the skills and capabilities that built `tools`, so the
+        // documents and tools/list cannot disagree.
+        Some(url) => Some(Arc::new(
+            publish::build(&publish::Tenant {
+                id: &t.id,
+                name: t.publish.name.as_deref(),
+                description: t.publish.description.as_deref(),
+                mcp_url: url,
+                hosts: &t.publish.hosts,
+                provider: t
+                    .publish
+                    .provider_name
+                    .as_deref()
+                    .zip(t.publish.provider_url.as_deref()),
+                skills: &skills,
+                capabilities: &capabilities,
+                auth: t.auth.as_ref(),
+                list_ttl_ms: t.list_ttl_ms,
+            })
+            .map_err(err)?,
+        )),
+        None => None,
+    };
+    let mut quotas = Vec::new();
+    if t.quotas.lead_submit_per_hour > 0 {
+        quotas.push((
+            Skill::LeadSubmit,
+            Bucket {
+                capacity: t.quotas.lead_submit_per_hour,
+                per: Duration::from_secs(3600),
+            },
+        ));
+    }
+    let contract = Contract {
+        cfg: ContractConfig {
+            tenant: t.id.clone(),
+            idempotency_ttl,
+            quotas,
+        },
+        schemas: schemas.clone(),
+        backend,
+        state: tenant_state,
+    };
+    let endpoint = Endpoint {
+        tenant: t.id.clone(),
+        path: t.path.clone(),
+        allowed_origins: t.allowed_origins.clone(),
+        sessions: t.legacy_sessions.then(|| {
+            before_ep
+                .and_then(|ep| ep.sessions.clone())
+                .unwrap_or_else(|| {
+                    Arc::new(SessionStore::new(
+                        Duration::from_secs(t.session_idle_secs),
+                        100_000,
+                    ))
+                })
+        }),
+        tools,
+        page_size: t.tools_page_size,
+        list_ttl_ms: t.list_ttl_ms,
+        instructions: t.instructions.clone(),
+        contract: Arc::new(contract),
+        server_name: config.server.name.clone(),
+        max_body_bytes: config.limits.max_body_bytes,
+        max_json_depth: config.limits.max_json_depth,
+        auth,
+        tenant_bucket: bucket(rate.tenant_per_second, rate.tenant_burst),
+        caller_bucket: bucket(rate.caller_per_second, rate.caller_burst),
+    };
+    Ok(Arc::new(TenantUnit {
+        config: t,
+        file,
+        fingerprint: fp,
+        serve: Serve::Endpoint(Arc::new(endpoint)),
+        docs,
+        cert,
+        upstream: addrs,
+    }))
+}
+
+/// A `Host` header value (or SNI name) as routing compares it: the port
+/// dropped, a trailing dot dropped, ASCII lowercase (RFC 9110 §4.2.3:
+/// host names are case-insensitive). `None` for an IP-literal in brackets.
+pub fn host_key(host: &str) -> Option<String> {
+    let h = host.trim();
+    if h.starts_with('[') {
+        return None;
+    }
+    let h = h.split(':').next().unwrap_or("");
+    let h = h.strip_suffix('.').unwrap_or(h);
+    (!h.is_empty()).then(|| h.to_ascii_lowercase())
+}
+
+/// What the tenants of one generation have taken: ids, paths (MCP and
+/// A2A), routed host names, published domains and document prefixes. A
+/// tenant that asks for something another has is refused, naming both.
+#[derive(Default)]
+pub(super) struct Claims {
+    ids: HashMap<String, String>,
+    paths: HashMap<String, (String, bool)>,
+    hosts: HashMap<String, String>,
+    published: HashMap<String, String>,
+    prefixes: HashMap<String, String>,
+}
+
+impl Claims {
+    /// Take what `t` needs, or say what is taken (and take nothing).
+    pub fn claim(&mut self, t: &TenantConfig, origin: &str) -> Result<(), String> {
+        self.check(t, origin)?;
+        let c = Claim::of(t, origin);
+        self.ids.insert(t.id.clone(), c.owner.clone());
+        for (p, a2a) in c.paths {
+            self.paths.insert(p, (c.owner.clone(), a2a));
+        }
+        for h in c.hosts {
+            self.hosts.insert(h, c.owner.clone());
+        }
+        for h in c.published {
+            self.published.insert(h, c.owner.clone());
+        }
+        if let Some(p) = c.prefix {
+            self.prefixes.insert(p, c.owner);
+        }
+        Ok(())
+    }
+
+    /// Whether `t` could take what it needs.
+    pub fn check(&self, t: &TenantConfig, origin: &str) -> Result<(), String> {
+        let c = Claim::of(t, origin);
+        let taken = |map: &HashMap<String, String>, k: &str| map.get(k).cloned();
+        if let Some(o) = taken(&self.ids, &t.id) {
+            return Err(format!("id: tenant id {:?} is already {o}", t.id));
+        }
+        for (p, a2a) in &c.paths {
+            match self.paths.get(p) {
+                Some((o, false)) if !a2a => {
+                    return Err(format!("path: {p:?} is already mounted by {o}"))
+                }
+                Some((o, _)) => {
+                    return Err(format!(
+                        "path: {p} is both an A2A path (an MCP path with the last segment replaced by a2a) and already a tenant's MCP path ({o} has one of them)"
+                    ))
+                }
+                None => {}
+            }
+        }
+        for h in &c.hosts {
+            if let Some(o) = taken(&self.hosts, h).or_else(|| taken(&self.published, h)) {
+                return Err(format!("hosts: {h:?} is already {o}'s"));
+            }
+        }
+        for h in &c.published {
+            let bare = host_key(h).unwrap_or_default();
+            if let Some(o) = taken(&self.published, h).or_else(|| taken(&self.hosts, &bare)) {
+                return Err(format!("publish.hosts: {h:?} is already {o}'s"));
+            }
+        }
+        if let Some(p) = &c.prefix {
+            if let Some(o) = taken(&self.prefixes, p) {
+                return Err(format!(
+                    "path: {o} publishes under {p:?}/ (the path without its last segment); give each tenant its own"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one tenant asks for.
+struct Claim {
+    owner: String,
+    /// (path, is an A2A path)
+    paths: Vec<(String, bool)>,
+    hosts: Vec<String>,
+    published: Vec<String>,
+    prefix: Option<String>,
+}
+
+impl Claim {
+    fn of(t: &TenantConfig, origin: &str) -> Claim {
+        let relay = matches!(t.backend, BackendConfig::Relay(_));
+        let mut paths = vec![(t.path.clone(), false)];
+        if !relay {
+            paths.push((crate::a2a::path_for(&t.path), true));
+        }
+        Claim {
+            owner: format!("tenant {} ({origin})", t.id),
+            paths,
+            hosts: t.hosts.iter().filter_map(|h| host_key(h)).collect(),
+            published: t
+                .publish
+                .hosts
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            prefix: (t.public_url.is_some() && !relay)
+                .then(|| crate::aap::publish::prefix_of(&t.path).to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_key;
+
+    #[test]
+    fn host_keys_ignore_case_port_and_a_trailing_dot() {
+        assert_eq!(
+            host_key("MCP.Dealer.Example:8443").as_deref(),
+            Some("mcp.dealer.example")
+        );
+        assert_eq!(
+            host_key("mcp.dealer.example.").as_deref(),
+            Some("mcp.dealer.example")
+        );
+        assert_eq!(host_key("[::1]:80"), None);
+        assert_eq!(host_key(""), None);
+    }
+}
