@@ -1,5 +1,5 @@
 //! In-process token buckets (`local` state): one bounded, concurrent cache entry
-//! per key, forgotten once it has refilled to full.
+//! per key, forgotten one refill period after its last take (full by then).
 //!
 //! Why `moka` and not `governor`: governor's keyed limiter holds one quota per
 //! limiter, while a `take` here names its own [`Bucket`] (tenant and caller
@@ -10,47 +10,72 @@
 //! (`src/state/redis/scripts.rs`), so `Take` answers do not depend on the store.
 
 use super::{Bucket, Take};
-use moka::ops::compute::Op;
 use moka::policy::{EvictionPolicy, Expiry};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Buckets tracked at most (about 0.2 KB each, see docs/performance.md, "Stores").
+/// Buckets tracked at most (about 0.4 KB each, see docs/performance.md, "Stores").
 /// Beyond it the least recently used bucket is dropped: its next take starts
 /// full, which is looser only for a key idle longer than every other tracked one.
 pub const MAX_BUCKETS: u64 = 1_000_000;
 
-#[derive(Debug, Clone, Copy)]
-struct Tokens {
-    tokens: f64,
-    /// Unix ms of the last take.
-    last: u64,
-    /// Time from `last` until the bucket is full again.
-    full_in: Duration,
+/// One key's bucket. A take updates it under its own mutex: a cache `get`
+/// costs about a fifth of a moka `and_compute_with` (a per-key lock map and a
+/// new entry on every call; measured in benches/stores.rs), and the lock is
+/// still this key's alone.
+#[derive(Debug)]
+struct Cell {
+    /// The refill period of the bucket's last take, in ms.
+    per_ms: AtomicU64,
+    /// Tokens left and the Unix ms of the last take.
+    state: Mutex<(f64, u64)>,
 }
 
-/// Expire a bucket when it would have refilled to full: a fresh bucket is
-/// then the same bucket, so forgetting it never changes a later answer.
+/// Forget a bucket one refill period (plus a ms) after its last take: by
+/// then it is full whatever it held, and a fresh bucket is the same bucket,
+/// so forgetting it never changes a later answer. Every take reads the entry
+/// first, and the read restarts this time.
 struct UntilFull;
 
-impl Expiry<String, Tokens> for UntilFull {
-    fn expire_after_create(&self, _: &String, v: &Tokens, _: Instant) -> Option<Duration> {
-        Some(v.full_in)
+impl UntilFull {
+    fn after(v: &Cell) -> Option<Duration> {
+        Some(Duration::from_millis(
+            v.per_ms.load(Ordering::Relaxed).saturating_add(1),
+        ))
+    }
+}
+
+impl Expiry<String, Arc<Cell>> for UntilFull {
+    fn expire_after_create(&self, _: &String, v: &Arc<Cell>, _: Instant) -> Option<Duration> {
+        Self::after(v)
+    }
+
+    fn expire_after_read(
+        &self,
+        _: &String,
+        v: &Arc<Cell>,
+        _: Instant,
+        _: Option<Duration>,
+        _: Instant,
+    ) -> Option<Duration> {
+        Self::after(v)
     }
 
     fn expire_after_update(
         &self,
         _: &String,
-        v: &Tokens,
+        v: &Arc<Cell>,
         _: Instant,
         _: Option<Duration>,
     ) -> Option<Duration> {
-        Some(v.full_in)
+        Self::after(v)
     }
 }
 
 /// Continuous-refill token buckets keyed by name.
 pub struct Buckets {
-    cache: moka::sync::Cache<String, Tokens>,
+    cache: moka::sync::Cache<String, Arc<Cell>>,
 }
 
 impl std::fmt::Debug for Buckets {
@@ -81,41 +106,46 @@ impl Buckets {
         }
     }
 
-    /// Take one token from `key`'s bucket at `now` (Unix ms). The read, refill
-    /// and write happen under moka's lock of this key alone, so concurrent
-    /// takes of one key never hand out more than the bucket holds.
+    /// Take one token from `key`'s bucket at `now` (Unix ms). Concurrent
+    /// takes of one key share one `Cell` (moka inserts a missing key once)
+    /// and update it under its mutex, so they never hand out more than the
+    /// bucket holds.
     pub fn take(&self, key: &str, bucket: Bucket, now: u64) -> Take {
         let capacity = bucket.capacity.max(1) as f64;
-        let per_ms = (bucket.per.as_millis().max(1)) as f64;
-        let rate = capacity / per_ms; // tokens per ms
-        let mut answer = Take::Allowed;
-        self.cache.entry_by_ref(key).and_compute_with(|entry| {
-            let (tokens, last) = entry
-                .map(|e| {
-                    let v = e.into_value();
-                    (v.tokens, v.last)
+        let per = bucket.per.as_millis().max(1);
+        let per_ms = u64::try_from(per).unwrap_or(u64::MAX);
+        let rate = capacity / per as f64; // tokens per ms
+        let cell = match self.cache.get(key) {
+            Some(cell) => cell,
+            None => self
+                .cache
+                .entry_by_ref(key)
+                .or_insert_with(|| {
+                    Arc::new(Cell {
+                        per_ms: AtomicU64::new(per_ms),
+                        state: Mutex::new((capacity, now)),
+                    })
                 })
-                .unwrap_or((capacity, now));
-            let refilled = (tokens + (now.saturating_sub(last) as f64) * rate).min(capacity);
-            let left = if refilled >= 1.0 {
-                refilled - 1.0
-            } else {
-                let wait = ((1.0 - refilled) / rate).ceil() as u64;
-                answer = Take::Limited {
-                    retry_after_ms: wait.max(1),
-                };
-                refilled
-            };
-            // One ms more than the refill needs: the cache's clock and the
-            // Unix ms of the next take are read apart.
-            let full_in = Duration::from_millis(((capacity - left) / rate).ceil() as u64 + 1);
-            Op::Put(Tokens {
-                tokens: left,
-                last: now,
-                full_in,
-            })
-        });
-        answer
+                .into_value(),
+        };
+        if cell.per_ms.swap(per_ms, Ordering::Relaxed) != per_ms {
+            // The bucket changed (a reload): restart its expiry with the new period.
+            self.cache.insert(key.to_owned(), cell.clone());
+        }
+        let mut st = cell.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = &mut *st;
+        let refilled = (*tokens + (now.saturating_sub(*last) as f64) * rate).min(capacity);
+        *last = now;
+        if refilled >= 1.0 {
+            *tokens = refilled - 1.0;
+            Take::Allowed
+        } else {
+            *tokens = refilled;
+            let wait = ((1.0 - refilled) / rate).ceil() as u64;
+            Take::Limited {
+                retry_after_ms: wait.max(1),
+            }
+        }
     }
 
     /// Buckets tracked now (approximate until pending maintenance has run).
@@ -132,8 +162,6 @@ impl Buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
 
     fn b(capacity: u64, per_ms: u64) -> Bucket {
         Bucket {
