@@ -38,10 +38,18 @@ struct Cell {
 /// first, and the read restarts this time.
 struct UntilFull;
 
+/// The longest a bucket is kept (ten years): a refill period past it (a rate
+/// of well under one a year) is forgotten then, and the cache's clock never
+/// meets a deadline out of range.
+const LONGEST_MS: u64 = 10 * 365 * 86_400_000;
+
 impl UntilFull {
     fn after(v: &Cell) -> Option<Duration> {
         Some(Duration::from_millis(
-            v.per_ms.load(Ordering::Relaxed).saturating_add(1),
+            v.per_ms
+                .load(Ordering::Relaxed)
+                .saturating_add(1)
+                .min(LONGEST_MS),
         ))
     }
 }
