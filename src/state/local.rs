@@ -1,7 +1,8 @@
 //! In-process shared state: durable idempotency records (an fsync'd
 //! append-only log, loaded and compacted under the state lock on first use)
-//! and in-memory token buckets.
+//! and in-memory token buckets ([`super::buckets`]).
 
+use super::buckets::Buckets;
 use super::{lock, Begin, Bucket, Claim, Resolution, Resolved, SharedState, StateError, Take};
 use crate::clock::now_unix_ms;
 use async_trait::async_trait;
@@ -85,7 +86,7 @@ pub struct LocalLog {
     /// written.
     dir: PathBuf,
     loaded: OnceCell<Loaded>,
-    buckets: Mutex<HashMap<String, (f64, u64)>>,
+    buckets: Buckets,
 }
 
 impl LocalState {
@@ -101,7 +102,7 @@ impl LocalState {
             path: path.to_path_buf(),
             dir,
             loaded: OnceCell::new(),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Buckets::default(),
         })))
     }
 }
@@ -425,44 +426,11 @@ impl SharedState for LocalState {
     }
 
     async fn take(&self, key: &str, bucket: Bucket) -> Result<Take, StateError> {
-        Ok(take_local(&self.buckets, key, bucket, now_unix_ms()))
+        Ok(self.buckets.take(key, bucket, now_unix_ms()))
     }
 
     fn kind(&self) -> &'static str {
         "local"
-    }
-}
-
-/// Continuous-refill token bucket.
-pub(crate) fn take_local(
-    buckets: &Mutex<HashMap<String, (f64, u64)>>,
-    key: &str,
-    bucket: Bucket,
-    now: u64,
-) -> Take {
-    let capacity = bucket.capacity.max(1) as f64;
-    let per_ms = (bucket.per.as_millis().max(1)) as f64;
-    let rate = capacity / per_ms; // tokens per ms
-    let mut map = buckets.lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() > 100_000 {
-        // Bound memory: drop buckets that are full again.
-        map.retain(|_, (tokens, last)| {
-            *tokens + (now.saturating_sub(*last) as f64) * rate < capacity
-        });
-    }
-    let (tokens, last) = map.entry(key.to_owned()).or_insert((capacity, now));
-    let refilled = (*tokens + (now.saturating_sub(*last) as f64) * rate).min(capacity);
-    if refilled >= 1.0 {
-        *tokens = refilled - 1.0;
-        *last = now;
-        Take::Allowed
-    } else {
-        *tokens = refilled;
-        *last = now;
-        let wait = ((1.0 - refilled) / rate).ceil() as u64;
-        Take::Limited {
-            retry_after_ms: wait.max(1),
-        }
     }
 }
 
@@ -580,24 +548,5 @@ mod tests {
             Begin::Claimed(_)
         ));
         std::fs::remove_dir_all(dir).ok();
-    }
-
-    #[test]
-    fn bucket_limits_and_refills() {
-        let m = Mutex::new(HashMap::new());
-        let b = Bucket {
-            capacity: 2,
-            per: Duration::from_secs(2),
-        };
-        assert_eq!(take_local(&m, "a", b, 0), Take::Allowed);
-        assert_eq!(take_local(&m, "a", b, 0), Take::Allowed);
-        assert!(matches!(
-            take_local(&m, "a", b, 0),
-            Take::Limited {
-                retry_after_ms: 1000
-            }
-        ));
-        assert_eq!(take_local(&m, "a", b, 1000), Take::Allowed);
-        assert_eq!(take_local(&m, "b", b, 0), Take::Allowed);
     }
 }

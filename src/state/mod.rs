@@ -3,6 +3,7 @@
 
 pub use aap_core::state::*;
 
+pub mod buckets;
 pub mod local;
 pub mod lock;
 pub mod redis;

@@ -20,13 +20,12 @@ use crate::mcp::media;
 use crate::mcp::normalize::normalize;
 use aap_core::trace::Phase;
 use bytes::Bytes;
+use moka::policy::EvictionPolicy;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Sessions remembered at most (the oldest idle ones are dropped first).
-const MAX_SESSIONS: usize = 100_000;
+/// Sessions remembered at most (the least recently used are dropped first).
+const MAX_SESSIONS: u64 = 100_000;
 /// Largest `initialize` answer the relay buffers to learn the version.
 const MAX_HANDSHAKE_BYTES: usize = 1024 * 1024;
 
@@ -44,14 +43,23 @@ pub struct RelayConfig {
 struct SessionInfo {
     peer: usize,
     version: Option<String>,
-    seen: Instant,
 }
 
-#[derive(Debug)]
 pub struct Relay {
     cfg: RelayConfig,
     client: std::sync::Arc<Client>,
-    sessions: Mutex<HashMap<String, SessionInfo>>,
+    /// A bounded `moka` cache: idleness is its time-to-idle, and past
+    /// `MAX_SESSIONS` the least recently used session goes, in O(1).
+    sessions: moka::sync::Cache<String, SessionInfo>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("cfg", &self.cfg)
+            .field("sessions", &self.sessions.entry_count())
+            .finish()
+    }
 }
 
 /// Headers that belong to one hop (RFC 9110 §7.6.1), in either direction.
@@ -85,48 +93,27 @@ impl Relay {
     pub fn new(cfg: RelayConfig) -> Result<Relay, String> {
         Ok(Relay {
             client: cfg.client.clone(),
+            sessions: moka::sync::Cache::builder()
+                .max_capacity(MAX_SESSIONS)
+                .time_to_idle(cfg.session_idle)
+                // LRU always admits a session just issued (TinyLFU may not).
+                .eviction_policy(EvictionPolicy::lru())
+                .build(),
             cfg,
-            sessions: Mutex::new(HashMap::new()),
         })
     }
 
+    /// A live session's affinity and version, refreshing its idle timer.
     fn session(&self, id: &str) -> Option<SessionInfo> {
-        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let info = s.get_mut(id)?;
-        if info.seen.elapsed() > self.cfg.session_idle {
-            s.remove(id);
-            return None;
-        }
-        info.seen = Instant::now();
-        Some(info.clone())
+        self.sessions.get(id)
     }
 
     fn remember(&self, id: String, peer: usize, version: Option<String>) {
-        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        if s.len() >= MAX_SESSIONS {
-            let idle = self.cfg.session_idle;
-            s.retain(|_, v| v.seen.elapsed() <= idle);
-            if s.len() >= MAX_SESSIONS {
-                if let Some(oldest) = s.iter().min_by_key(|(_, v)| v.seen).map(|(k, _)| k.clone()) {
-                    s.remove(&oldest);
-                }
-            }
-        }
-        s.insert(
-            id,
-            SessionInfo {
-                peer,
-                version,
-                seen: Instant::now(),
-            },
-        );
+        self.sessions.insert(id, SessionInfo { peer, version });
     }
 
     fn forget(&self, id: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        self.sessions.invalidate(id);
     }
 
     /// The refusal that the request's head alone decides after Origin and
