@@ -129,6 +129,16 @@ fn a_tenant_file_is_added_changed_and_removed_while_others_serve_without_a_failu
     );
     wait_for("the new backend", || search(gw.port) == 3);
 
+    // Its upstream changed: from the embedded dealer to a strict MCP server (a real peer).
+    let peer = Peer::start(PeerKind::StrictMcp, &[], &[]);
+    let upstream = format!(
+        "id = \"dealer-a\"\npath = \"{path}\"\n{origins_b}\n\n[backend]\nkind = \"mcp\"\npeers = [\"{}\"]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\n",
+        peer.url()
+    );
+    put_tenant_file(&dir, "dealer-a.toml", &upstream);
+    wait_for("the new upstream", || search(gw.port) > 3);
+    assert!(tool_names(gw.port, &path).contains(&"aap_lead_submit".to_owned()));
+
     // Removed.
     std::fs::remove_file(dir.join("dealer-a.toml")).unwrap();
     wait_for("dealer-a to be gone", || {
