@@ -5,8 +5,8 @@ For each tenant count N and each kind (embedded: the demo dealer on N paths; mcp
 tenants against one shared peer, the demo dealer served by another gateway process):
 config check time, start to ready (/readyz 200), RSS when ready, RSS after reloads, full reload
 by SIGHUP and by POST /reload, /metrics size after one search per tenant, open files; then
-search throughput spread over random tenants against one tenant (wrk), and the one-tenant apply
-time where the build has a tenant directory. Everything is environment-driven:
+search throughput spread over random tenants against one tenant (wrk). The one-tenant apply is
+measured by apply.py beside it. Everything is environment-driven:
   BIN NS KINDS RELOADS RELOADS_N1 REPEAT THRU_SECS CONN MEM_GUARD_PCT
 """
 import json
@@ -157,25 +157,7 @@ def wrk(listen, n, random_tenants, pid, work):
     return rps, us, int(bad.group(1)) if bad else 0
 
 
-def tenant_dir_key(work, kind, peer):
-    """Detect a tenant directory: a config naming one that `check` accepts (None: feature absent)."""
-    d = os.path.join(work, "probe-tenants")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "dealer-1.toml"), "w") as f:
-        f.write(gen.tenant_block(kind, 1, peer=peer))
-    base = gen.config(kind, 1, "127.0.0.1:1", "127.0.0.1:2", os.path.join(work, "probe"), peer)
-    for key, where in (("tenants_dir", "top"), ("tenants_dir", "server"), ("tenant_dir", "top"), ("tenant_dir", "server")):
-        line = f'{key} = "{d}"\n'
-        text = line + base if where == "top" else base.replace("[server]\n", "[server]\n" + line, 1)
-        p = os.path.join(work, "probe.toml")
-        open(p, "w").write(text)
-        r = subprocess.run([BIN, "check", "--config", p], capture_output=True, text=True)
-        if r.returncode == 0 and "2 tenant" in r.stdout + r.stderr:
-            return key, where
-    return None
-
-
-def measure(kind, n, work, peer, dir_key):
+def measure(kind, n, work, peer):
     listen, admin = f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"
     state = os.path.join(work, f"state-{kind}-{n}")
     cfg = os.path.join(work, f"{kind}-{n}.toml")
@@ -246,16 +228,8 @@ def measure(kind, n, work, peer, dir_key):
         one = wrk(listen, n, False, p.pid, work)
         spread = wrk(listen, n, True, p.pid, work)
         row["thru"] = (one, spread)
-    if dir_key and n > 1:
-        row["apply"] = apply_one(kind, n, work, peer, dir_key)
     stop(p)
     return row
-
-
-def apply_one(kind, n, work, peer, dir_key):
-    """Placeholder kept honest: the tenant directory's apply time needs the `tenants` branch's
-    semantics (which file events apply, where the result shows); measured once it merges."""
-    return "n/a (tenant directory detected; apply timing not wired yet)"
 
 
 def main():
@@ -280,12 +254,11 @@ def main():
         peer = f"http://127.0.0.1:{up}"
     rows = []
     try:
-        dk = tenant_dir_key(work, "embedded", peer)
-        print(f"# binary {BIN}; tenant directory: {'%s (%s)' % dk if dk else 'absent (one-tenant apply: n/a)'}", flush=True)
+        print(f"# binary {BIN}; one-tenant apply: benches/platform/apply.py", flush=True)
         for kind in KINDS:
             for n in NS:
                 t = time.monotonic()
-                row = measure(kind, n, work, peer, dk)
+                row = measure(kind, n, work, peer)
                 row["wall"] = time.monotonic() - t
                 rows.append(row)
                 print("# " + json.dumps(row), flush=True)
@@ -319,8 +292,6 @@ def main():
         if r["n"] == 1 and "rss" in r:
             print(f"{r['kind']} × 1: RSS over {r['reloads']} reloads: {mb(r['rss'])} ready, {mb(r['rss_reload_first'])} after the first, "
                   f"{mb(r['rss_reloads'])} after the last, max {mb(r['rss_reload_max'])}")
-        if "apply" in r or (r["n"] > 1 and "rss" in r):
-            print(f"{r['kind']} × {r['n']:,}: one-tenant apply: {r.get('apply', 'n/a (no tenant directory in this build)')}")
         print(f"{r['kind']} × {r['n']:,}: measured in {r['wall']:.0f} s")
 
 
