@@ -181,48 +181,15 @@ impl Inventory {
                 }
             }
         }
-        let stock_keys: Vec<SortKey> = vehicles
-            .iter()
-            .map(|v| sort_key_of(v.get("stock")))
-            .collect();
+        let stock_keys = sort_keys(&vehicles, "stock");
         let orders = SORT_FIELDS
             .iter()
             .map(|field| {
-                let keys: Vec<SortKey> = vehicles
-                    .iter()
-                    .map(|v| sort_key_of(v.get(*field)))
-                    .collect();
-                let sorted = |desc: bool| {
-                    let mut list: Vec<usize> = listed.clone();
-                    list.sort_by(|&a, &b| {
-                        let (va, vb) = (&vehicles[a], &vehicles[b]);
-                        let primary = match (&keys[a], &keys[b]) {
-                            (SortKey::Missing, SortKey::Missing) => Ordering::Equal,
-                            (SortKey::Missing, _) => Ordering::Greater,
-                            (_, SortKey::Missing) => Ordering::Less,
-                            (x, y) => {
-                                let o = compare_keys(x, y, va.get(*field), vb.get(*field));
-                                if desc {
-                                    o.reverse()
-                                } else {
-                                    o
-                                }
-                            }
-                        };
-                        primary.then_with(|| {
-                            compare_keys(
-                                &stock_keys[a],
-                                &stock_keys[b],
-                                va.get("stock"),
-                                vb.get("stock"),
-                            )
-                        })
-                    });
-                    list.into_iter().map(|i| i as u32).collect()
-                };
+                let keys = sort_keys(&vehicles, field);
+                let order = |desc| sort_listed(&vehicles, &listed, &keys, &stock_keys, field, desc);
                 SortOrders {
-                    asc: sorted(false),
-                    desc: sorted(true),
+                    asc: order(false),
+                    desc: order(true),
                 }
             })
             .collect();
@@ -385,21 +352,30 @@ impl Inventory {
             }
             total += 1;
         };
-        match self.sorted(sort) {
-            Some(order) => {
-                let m = Matcher::new(self, filters);
-                for &i in order {
-                    let i = i as usize;
-                    if m.matches(i) {
-                        take(i);
-                    }
-                }
-            }
+        // A field without a precomputed order (not one of the schema's sort fields) is
+        // ordered here, by the same rule.
+        let order: std::borrow::Cow<'_, [u32]> = match self.sorted(sort) {
+            Some(order) => order.into(),
             None => {
-                let mut found = self.filtered(filters);
                 let (field, desc) = sort_key(sort);
-                found.sort_by(|&a, &b| order_by(&self.vehicles[a], &self.vehicles[b], field, desc));
-                found.into_iter().for_each(take);
+                let keys = sort_keys(&self.vehicles, field);
+                let stock_keys = sort_keys(&self.vehicles, "stock");
+                sort_listed(
+                    &self.vehicles,
+                    &self.listed,
+                    &keys,
+                    &stock_keys,
+                    field,
+                    desc,
+                )
+                .into()
+            }
+        };
+        let m = Matcher::new(self, filters);
+        for &i in order.iter() {
+            let i = i as usize;
+            if m.matches(i) {
+                take(i);
             }
         }
         let mut data = Map::new();
@@ -621,29 +597,48 @@ fn sort_key(sort: Option<&Value>) -> (&str, bool) {
     (field, desc)
 }
 
-/// Search order: by `field` (vehicles missing it last whatever the direction), then by stock
-/// ascending; a stable sort keeps feed order among the rest.
-fn order_by(a: &Value, b: &Value, field: &str, desc: bool) -> Ordering {
-    let (x, y) = (a.get(field), b.get(field));
-    let primary = match (x, y) {
-        (None, None) => Ordering::Equal,
-        (None, Some(_)) => Ordering::Greater,
-        (Some(_), None) => Ordering::Less,
-        (Some(x), Some(y)) => {
-            let o = compare_values(x, y);
-            if desc {
-                o.reverse()
-            } else {
-                o
+/// Every vehicle's [`SortKey`] for `field`.
+fn sort_keys(vehicles: &[Value], field: &str) -> Vec<SortKey> {
+    vehicles.iter().map(|v| sort_key_of(v.get(field))).collect()
+}
+
+/// The `listed` vehicles in search order: by `field` (`keys`; vehicles missing it last whatever
+/// the direction), then by stock ascending (`stock_keys`); the sort is stable, so feed order
+/// decides among the rest.
+fn sort_listed(
+    vehicles: &[Value],
+    listed: &[usize],
+    keys: &[SortKey],
+    stock_keys: &[SortKey],
+    field: &str,
+    desc: bool,
+) -> Vec<u32> {
+    let mut list = listed.to_vec();
+    list.sort_by(|&a, &b| {
+        let (va, vb) = (&vehicles[a], &vehicles[b]);
+        let primary = match (&keys[a], &keys[b]) {
+            (SortKey::Missing, SortKey::Missing) => Ordering::Equal,
+            (SortKey::Missing, _) => Ordering::Greater,
+            (_, SortKey::Missing) => Ordering::Less,
+            (x, y) => {
+                let o = compare_keys(x, y, va.get(field), vb.get(field));
+                if desc {
+                    o.reverse()
+                } else {
+                    o
+                }
             }
-        }
-    };
-    primary.then_with(|| {
-        compare_values(
-            a.get("stock").unwrap_or(&Value::Null),
-            b.get("stock").unwrap_or(&Value::Null),
-        )
-    })
+        };
+        primary.then_with(|| {
+            compare_keys(
+                &stock_keys[a],
+                &stock_keys[b],
+                va.get("stock"),
+                vb.get("stock"),
+            )
+        })
+    });
+    list.into_iter().map(|i| i as u32).collect()
 }
 
 /// A vehicle's value for a term facet (`vehicle_type` defaults to `car`); only strings and
@@ -760,6 +755,31 @@ mod tests {
         true
     }
 
+    /// The reference search order, on `Value`s: by `field` (vehicles missing it last whatever the direction), then by stock
+    /// ascending; a stable sort keeps feed order among the rest.
+    fn order_by(a: &Value, b: &Value, field: &str, desc: bool) -> Ordering {
+        let (x, y) = (a.get(field), b.get(field));
+        let primary = match (x, y) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(_), None) => Ordering::Less,
+            (Some(x), Some(y)) => {
+                let o = compare_values(x, y);
+                if desc {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }
+        };
+        primary.then_with(|| {
+            compare_values(
+                a.get("stock").unwrap_or(&Value::Null),
+                b.get("stock").unwrap_or(&Value::Null),
+            )
+        })
+    }
+
     fn inventory() -> Inventory {
         let text = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo-inventory.json"),
@@ -813,7 +833,8 @@ mod tests {
                 .copied()
                 .filter(|&i| reference_matches(&inv.vehicles[i], &inv.text[i], fm))
                 .collect();
-            for field in SORT_FIELDS {
+            // "trim" has no precomputed order: the per-request path.
+            for field in SORT_FIELDS.into_iter().chain(["trim"]) {
                 for desc in [false, true] {
                     let mut want = reference.clone();
                     want.sort_by(|&a, &b| {
