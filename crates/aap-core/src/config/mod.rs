@@ -296,38 +296,71 @@ pub enum Upstream {
     Inline(ClusterConfig),
 }
 
+/// A forwarding backend's upstream keys as written: its `cluster`, or its inline `peers` and
+/// connection timeouts (in [`UPSTREAM_TIMEOUT_KEYS`] order).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamKeys<'a> {
+    pub peers: &'a [String],
+    pub cluster: Option<&'a String>,
+    pub timeouts: [Option<u64>; 3],
+}
+
+/// The connection keys a forwarding backend may set inline, or its cluster sets.
+pub const UPSTREAM_TIMEOUT_KEYS: [&str; 3] = [
+    "connect_timeout_ms",
+    "request_timeout_ms",
+    "health_check_interval_ms",
+];
+
 impl BackendConfig {
-    /// The upstream a forwarding backend names (`None` for `embedded`).
-    pub fn upstream(&self) -> Option<Upstream> {
-        let (peers, cluster, c, r, h) = match self {
+    /// The upstream keys of a forwarding backend (`None` for `embedded`).
+    pub fn upstream_keys(&self) -> Option<UpstreamKeys<'_>> {
+        let (peers, cluster, timeouts) = match self {
             BackendConfig::Embedded(_) => return None,
             BackendConfig::Mcp(m) => (
                 &m.peers,
                 &m.cluster,
-                m.connect_timeout_ms,
-                m.request_timeout_ms,
-                m.health_check_interval_ms,
+                [
+                    m.connect_timeout_ms,
+                    m.request_timeout_ms,
+                    m.health_check_interval_ms,
+                ],
             ),
             BackendConfig::A2a(a) => (
                 &a.peers,
                 &a.cluster,
-                a.connect_timeout_ms,
-                a.request_timeout_ms,
-                a.health_check_interval_ms,
+                [
+                    a.connect_timeout_ms,
+                    a.request_timeout_ms,
+                    a.health_check_interval_ms,
+                ],
             ),
             BackendConfig::Relay(x) => (
                 &x.peers,
                 &x.cluster,
-                x.connect_timeout_ms,
-                x.request_timeout_ms,
-                x.health_check_interval_ms,
+                [
+                    x.connect_timeout_ms,
+                    x.request_timeout_ms,
+                    x.health_check_interval_ms,
+                ],
             ),
         };
-        Some(match cluster {
+        Some(UpstreamKeys {
+            peers,
+            cluster: cluster.as_ref(),
+            timeouts,
+        })
+    }
+
+    /// The upstream a forwarding backend names (`None` for `embedded`).
+    pub fn upstream(&self) -> Option<Upstream> {
+        let k = self.upstream_keys()?;
+        let [c, r, h] = k.timeouts;
+        Some(match k.cluster {
             Some(name) => Upstream::Named(name.clone()),
             None => Upstream::Inline(ClusterConfig {
                 name: String::new(),
-                peers: peers.clone(),
+                peers: k.peers.to_vec(),
                 connect_timeout_ms: c.unwrap_or_else(defaults::default_connect_timeout),
                 request_timeout_ms: r.unwrap_or_else(defaults::default_request_timeout),
                 health_check_interval_ms: h.unwrap_or_else(defaults::default_health_interval),

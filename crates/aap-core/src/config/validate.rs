@@ -4,8 +4,8 @@
 use super::{
     A2aBackendConfig, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, BackendConfig,
     Config, EmbeddedBackendConfig, LeadSinkConfig, McpBackendConfig, RateLimitConfig,
-    RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, MAX_HEADER_LINES,
-    MAX_SHUTDOWN_SECS,
+    RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, UpstreamKeys, MAX_HEADER_LINES,
+    MAX_SHUTDOWN_SECS, UPSTREAM_TIMEOUT_KEYS,
 };
 use crate::auth::AuthConfig;
 use std::collections::HashSet;
@@ -371,41 +371,15 @@ impl Config {
     /// A forwarding backend's `cluster`, or its inline `peers` and
     /// connection keys (never both).
     fn validate_upstream(&self, at: At<'_>, t: &TenantConfig) -> Result<(), String> {
-        let (peers, cluster, timeouts) = match &t.backend {
-            BackendConfig::Embedded(_) => return Ok(()),
-            BackendConfig::Mcp(m) => (
-                &m.peers,
-                &m.cluster,
-                [
-                    m.connect_timeout_ms,
-                    m.request_timeout_ms,
-                    m.health_check_interval_ms,
-                ],
-            ),
-            BackendConfig::A2a(a) => (
-                &a.peers,
-                &a.cluster,
-                [
-                    a.connect_timeout_ms,
-                    a.request_timeout_ms,
-                    a.health_check_interval_ms,
-                ],
-            ),
-            BackendConfig::Relay(r) => (
-                &r.peers,
-                &r.cluster,
-                [
-                    r.connect_timeout_ms,
-                    r.request_timeout_ms,
-                    r.health_check_interval_ms,
-                ],
-            ),
+        let Some(UpstreamKeys {
+            peers,
+            cluster,
+            timeouts,
+        }) = t.backend.upstream_keys()
+        else {
+            return Ok(());
         };
-        let keys = [
-            "connect_timeout_ms",
-            "request_timeout_ms",
-            "health_check_interval_ms",
-        ];
+        let keys = UPSTREAM_TIMEOUT_KEYS;
         match cluster {
             Some(name) => {
                 if !self.clusters.iter().any(|c| &c.name == name) {
@@ -431,11 +405,7 @@ impl Config {
             }
             None => {
                 check_peers(at, peers)?;
-                let mut list = [("", None); 3];
-                for (slot, (k, v)) in list.iter_mut().zip(keys.iter().zip(timeouts)) {
-                    *slot = (*k, v);
-                }
-                check_timeouts(at, list)
+                check_timeouts(at, std::array::from_fn(|i| (keys[i], timeouts[i])))
             }
         }
     }
