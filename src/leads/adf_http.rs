@@ -1,8 +1,8 @@
 //! The ADF/XML HTTP sink: each lead as an ADF 1.0 document POSTed to the CRM's intake, and the
 //! one conversion of a [`Lead`] into ADF that the e-mail sink shares.
 
-use super::{post::post, Lead, LeadSink, SinkError};
-use crate::config::{AdfHttpSinkConfig, AdfNetworkConfig, Secret};
+use super::{post::HttpTarget, Lead, LeadSink, SinkError};
+use crate::config::{AdfHttpSinkConfig, AdfNetworkConfig};
 use aap_core::aap::adf::{self, AdfInput, AdfNetwork};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -41,24 +41,13 @@ pub enum AdfHttpSinkError {
 }
 
 /// ADF/XML over HTTP POST (`kind = "adf_http"`). 2xx is delivered; the
-/// status rule of [`post`] decides between retry and dead letter.
+/// status rule of [`super::post::post`] decides between retry and dead letter.
+#[derive(Debug)]
 pub struct AdfHttpSink {
     name: String,
-    url: String,
-    authorization: Option<Secret>,
     content_type: &'static str,
-    timeout: Duration,
     network: Option<AdfNetworkConfig>,
-    client: reqwest::Client,
-}
-
-impl std::fmt::Debug for AdfHttpSink {
-    // The URL may carry a token in its query: only the name is shown.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdfHttpSink")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
+    target: HttpTarget,
 }
 
 impl AdfHttpSink {
@@ -76,12 +65,14 @@ impl AdfHttpSink {
             })?;
         Ok(AdfHttpSink {
             name: cfg.name.clone(),
-            url: cfg.url.clone(),
-            authorization: cfg.authorization.clone(),
             content_type: cfg.content_type.as_str(),
-            timeout,
             network: cfg.network.clone(),
-            client,
+            target: HttpTarget {
+                url: cfg.url.clone(),
+                authorization: cfg.authorization.clone(),
+                timeout,
+                client,
+            },
         })
     }
 }
@@ -94,15 +85,8 @@ impl LeadSink for AdfHttpSink {
 
     async fn deliver(&self, lead: &Lead) -> Result<(), SinkError> {
         let body = adf_document(lead, self.network.as_ref())?;
-        post(
-            &self.client,
-            &self.url,
-            self.content_type,
-            self.authorization.as_ref(),
-            &lead.lead_id,
-            body,
-            self.timeout,
-        )
-        .await
+        self.target
+            .post(self.content_type, &lead.lead_id, body)
+            .await
     }
 }

@@ -5,6 +5,42 @@ use super::SinkError;
 use crate::config::Secret;
 use std::time::Duration;
 
+/// Where an HTTP sink delivers: the URL, the `Authorization` value, the time allowed and the
+/// outbound client. Its `Debug` shows none of them (the URL's query may hold a token).
+pub struct HttpTarget {
+    pub url: String,
+    pub authorization: Option<Secret>,
+    pub timeout: Duration,
+    pub client: reqwest::Client,
+}
+
+impl std::fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTarget").finish_non_exhaustive()
+    }
+}
+
+impl HttpTarget {
+    /// [`post`] to this target.
+    pub async fn post(
+        &self,
+        content_type: &'static str,
+        lead_id: &str,
+        body: Vec<u8>,
+    ) -> Result<(), SinkError> {
+        post(
+            &self.client,
+            &self.url,
+            content_type,
+            self.authorization.as_ref(),
+            lead_id,
+            body,
+            self.timeout,
+        )
+        .await
+    }
+}
+
 /// Posts `body` to `url` and classifies the outcome. The lead id travels in
 /// `Idempotency-Key` so a receiver can drop a repeat after a crash.
 ///

@@ -1,8 +1,9 @@
 //! The JSON webhook sink: each lead is POSTed as the [`Lead`] record in JSON, its id in
 //! `Idempotency-Key`, through the shared outbound client and [`super::post::post`].
 
+use super::post::HttpTarget;
 use super::{Lead, LeadSink, SinkError};
-use crate::config::{Secret, WebhookSinkConfig};
+use crate::config::WebhookSinkConfig;
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -10,20 +11,19 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct WebhookSink {
     name: String,
-    url: String,
-    authorization: Option<Secret>,
-    timeout: Duration,
-    client: reqwest::Client,
+    target: HttpTarget,
 }
 
 impl WebhookSink {
     pub fn new(cfg: &WebhookSinkConfig, client: reqwest::Client) -> WebhookSink {
         WebhookSink {
             name: cfg.name.clone(),
-            url: cfg.url.clone(),
-            authorization: cfg.authorization.clone(),
-            timeout: Duration::from_millis(cfg.timeout_ms),
-            client,
+            target: HttpTarget {
+                url: cfg.url.clone(),
+                authorization: cfg.authorization.clone(),
+                timeout: Duration::from_millis(cfg.timeout_ms),
+                client,
+            },
         }
     }
 }
@@ -39,15 +39,8 @@ impl LeadSink for WebhookSink {
         // failure would be a bug, and retrying cannot fix it.
         let body = serde_json::to_vec(lead)
             .map_err(|_| SinkError::Permanent("lead could not be encoded as JSON".into()))?;
-        super::post::post(
-            &self.client,
-            &self.url,
-            "application/json",
-            self.authorization.as_ref(),
-            &lead.lead_id,
-            body,
-            self.timeout,
-        )
-        .await
+        self.target
+            .post("application/json", &lead.lead_id, body)
+            .await
     }
 }
