@@ -14,6 +14,7 @@ pub use aap_core::{
 };
 
 pub mod admin;
+pub mod background;
 pub mod gateway;
 pub mod ingress;
 pub mod leads;

@@ -652,38 +652,23 @@ fn exit_if_a_listener_cannot_bind() {
 /// SIGHUP re-reads the configuration and the TLS files (like `POST /reload`
 /// on the admin port).
 fn reload_on_sighup(gateway: Arc<Gateway>, certs: Option<Arc<CertStore>>) {
-    let spawned = std::thread::Builder::new()
-        .name("sighup".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "SIGHUP reload unavailable");
-                    return;
-                }
+    aap_gateway::background::spawn_loop(
+        "sighup",
+        "SIGHUP reload unavailable",
+        move || async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                tracing::error!("cannot listen for SIGHUP; use POST /reload on the admin listener");
+                return;
             };
-            rt.block_on(async move {
-                use tokio::signal::unix::{signal, SignalKind};
-                let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                    tracing::error!(
-                        "cannot listen for SIGHUP; use POST /reload on the admin listener"
-                    );
-                    return;
-                };
-                while hup.recv().await.is_some() {
-                    let _ = gateway.reload_from_source().await;
-                    if let Some(c) = &certs {
-                        let _ = c.reload("sighup");
-                    }
+            while hup.recv().await.is_some() {
+                let _ = gateway.reload_from_source().await;
+                if let Some(c) = &certs {
+                    let _ = c.reload("sighup");
                 }
-            });
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "SIGHUP reload unavailable");
-    }
+            }
+        },
+    );
 }
 
 /// The ingress listener on `addr`: no Pingora buffers, the ingress reads and

@@ -279,29 +279,16 @@ impl Gateway {
             return;
         }
         let me = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("tenants-watch".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::error!(error = %e, "tenants_dir watch unavailable; use SIGHUP or POST /reload");
-                        return;
-                    }
-                };
-                rt.block_on(async move {
-                    let mut last = HashMap::new();
-                    loop {
-                        tokio::time::sleep(interval).await;
-                        me.poll_tenant_dir(&mut last).await;
-                    }
-                });
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "tenants_dir watch unavailable; use SIGHUP or POST /reload");
-        }
+        crate::background::spawn_loop(
+            "tenants-watch",
+            "tenants_dir watch unavailable; use SIGHUP or POST /reload",
+            move || async move {
+                let mut last = HashMap::new();
+                loop {
+                    tokio::time::sleep(interval).await;
+                    me.poll_tenant_dir(&mut last).await;
+                }
+            },
+        );
     }
 }
