@@ -191,7 +191,7 @@ impl ProxyHttp for Admin {
             ),
             "/readyz" => {
                 let (feeds, not_ready) = feed_readiness(&rt);
-                let tenants = rt.units.len();
+                let tenants = rt.routes.units.len();
                 // Ready while at least one tenant can serve; a tenant whose
                 // inventory feed never loaded is listed, not fatal to the others.
                 let (code, status) = match not_ready.len() {
@@ -266,7 +266,7 @@ fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Val
     let mut by_source: std::collections::BTreeMap<String, (serde_json::Value, usize)> =
         std::collections::BTreeMap::new();
     let mut not_ready = Vec::new();
-    for ep in rt.endpoints.values() {
+    for ep in rt.routes.endpoints.values() {
         let Some(h) = ep.contract.backend.feed_health() else {
             continue;
         };

@@ -234,7 +234,7 @@ fn main() -> ExitCode {
                 println!(
                     "{}: ok ({} tenant(s))",
                     cli.config.display(),
-                    rt.units.len()
+                    rt.routes.units.len()
                 );
                 for line in publish_notes(&rt) {
                     println!("{line}");
@@ -249,7 +249,7 @@ fn main() -> ExitCode {
         Some(Command::Catalog { tenant }) => match ConfigGeneration::build(cfg, 0) {
             Ok(rt) => {
                 let mut out = serde_json::Map::new();
-                let mut eps: Vec<_> = rt.endpoints.values().collect();
+                let mut eps: Vec<_> = rt.routes.endpoints.values().collect();
                 eps.sort_by(|a, b| a.tenant.cmp(&b.tenant));
                 for ep in eps {
                     if tenant.as_ref().is_some_and(|t| t != &ep.tenant) {
@@ -398,7 +398,7 @@ fn publish_notes(rt: &ConfigGeneration) -> Vec<String> {
     use aap_gateway::aap::publish::{document_url, Kind};
     rt.tenants()
         .into_iter()
-        .map(|t| match (&t.public_url, rt.published.tenant(&t.id)) {
+        .map(|t| match (&t.public_url, rt.routes.published.tenant(&t.id)) {
             (Some(url), Some(_)) => format!(
                 "tenant {}: publishes {}, {} and {}",
                 t.id,
@@ -428,7 +428,7 @@ fn write_published(
     let mut targets = Vec::new();
     match tenant {
         Some(id) => {
-            let docs = rt.published.tenant(id).ok_or_else(|| {
+            let docs = rt.routes.published.tenant(id).ok_or_else(|| {
                 match rt.tenants().into_iter().find(|t| t.id == id) {
                     Some(_) => format!(
                         "tenant {id:?} publishes nothing (no public_url, or a relay tenant)"
@@ -440,7 +440,7 @@ fn write_published(
         }
         None => {
             for t in rt.tenants() {
-                if let Some(docs) = rt.published.tenant(&t.id) {
+                if let Some(docs) = rt.routes.published.tenant(&t.id) {
                     targets.push((out.join(&t.id), docs.clone()));
                 }
             }

@@ -15,7 +15,6 @@ use pingora::listeners::tls::TlsSettings;
 use pingora::protocols::ALPN;
 use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -32,7 +31,7 @@ pub fn stamp(p: &Path) -> Stamp {
 /// Host name (lowercase, no trailing dot) → the certificate a tenant
 /// configured for it (`[tenants.tls]`); the gateway replaces the map with
 /// each generation.
-pub type SniNames = Arc<ArcSwap<HashMap<String, Arc<CertifiedKey>>>>;
+pub type SniNames = Arc<ArcSwap<imbl::HashMap<String, Arc<CertifiedKey>>>>;
 
 /// The certificate/key pair served on the TLS listener, and the tenants'
 /// certificates by SNI host name.

@@ -1,7 +1,8 @@
 //! The composition root: a [`ConfigGeneration`] is everything built from one config — the shared
 //! state, schemas, catalogs, one [`TenantUnit`] per tenant and the routing maps made from them.
 
-use super::tenant::{self, Serve, TenantUnit};
+use super::routes::Routes;
+use super::tenant;
 use crate::aap::catalog::CatalogInterner;
 use crate::aap::schemas::SchemaSet;
 use crate::auth::Authenticator;
@@ -9,7 +10,6 @@ use crate::config::StateBackend;
 use crate::config::{Config, TenantConfig};
 use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::Endpoint;
 use crate::state::local::LocalState;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
@@ -17,9 +17,8 @@ use crate::tls::Stamp;
 use crate::upstream::client::{Client, PeerSpec};
 use crate::upstream::cluster::Registry;
 use crate::upstream::relay::Relay;
-use pingora::tls::sign::CertifiedKey;
+use imbl::OrdMap;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,23 +37,10 @@ pub struct ConfigGeneration {
     /// Built from the process-wide cluster registry (`run`), not an offline
     /// one (`check`, `catalog`): what a tenant file applied later uses too.
     online: bool,
-    /// Every tenant (main config and tenant files), by id.
-    pub units: HashMap<String, Arc<TenantUnit>>,
     /// The files of `tenants_dir` this generation has seen, by file name.
-    pub files: BTreeMap<String, TenantFile>,
-    pub endpoints: HashMap<String, Arc<Endpoint>>,
-    /// The same endpoints by their inbound A2A path (`aap_core::a2a::path_for`).
-    pub a2a: HashMap<String, Arc<Endpoint>>,
-    /// Relay tenants (`kind = "relay"`), by path.
-    pub relays: HashMap<String, Arc<RelayTenant>>,
-    /// Protected-resource-metadata path → tenant path.
-    pub metadata: HashMap<String, String>,
-    /// The discovery documents of every tenant with a `public_url`.
-    pub published: super::publish::Published,
-    /// Tenant host names (`tenant::host_key`) → the tenant routed there.
-    pub hosts: HashMap<String, Arc<TenantUnit>>,
-    /// SNI host name → the certificate of the tenant that names it.
-    pub certs: HashMap<String, Arc<CertifiedKey>>,
+    pub files: OrdMap<String, TenantFile>,
+    /// Every tenant and what requests are routed by.
+    pub routes: Routes,
     pub generation: u64,
 }
 
@@ -201,17 +187,16 @@ impl ConfigGeneration {
             clusters,
             catalogs: &catalogs,
         };
-        let before = |id: &str| previous.and_then(|p| p.units.get(id));
-        let mut claims = tenant::Claims::default();
-        let mut units = HashMap::new();
+        let before = |id: &str| previous.and_then(|p| p.routes.units.get(id));
+        let mut routes = Routes::default();
         for t in &config.tenants {
-            claims
-                .claim(t, "the main config")
-                .map_err(|e| BuildError(format!("tenant {}: {e}", t.id)))?;
+            let origin = "the main config";
+            let tenant_error = |e: String| BuildError(format!("tenant {}: {e}", t.id));
+            routes.check(t, origin).map_err(tenant_error)?;
             let unit = tenant::build(t.clone(), None, &shared, before(&t.id))?;
-            units.insert(t.id.clone(), unit);
+            routes.add(unit).map_err(tenant_error)?;
         }
-        let mut files = BTreeMap::new();
+        let mut files = OrdMap::new();
         for f in dir {
             // What served from this file so far (kept if the new version is refused).
             let old = previous
@@ -220,7 +205,7 @@ impl ConfigGeneration {
                 .and_then(before)
                 .filter(|u| u.file.as_deref() == Some(f.name.as_str()));
             let built = f.result.and_then(|t| {
-                claims.check(&t, &f.name)?;
+                routes.check(&t, &f.name)?;
                 let prior = before(&t.id).filter(|u| u.file.as_deref() == Some(f.name.as_str()));
                 let id = t.id.clone();
                 tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
@@ -231,11 +216,10 @@ impl ConfigGeneration {
             });
             let entry = match built {
                 Ok(unit) => {
-                    claims
-                        .claim(&unit.config, &f.name)
-                        .map_err(|e| BuildError(format!("{}: {e}", f.name)))?;
                     let id = unit.id().to_owned();
-                    units.insert(id.clone(), unit);
+                    routes
+                        .add(unit)
+                        .map_err(|e| BuildError(format!("{}: {e}", f.name)))?;
                     TenantFile {
                         stamp: f.stamp,
                         tenant: Some(id),
@@ -244,31 +228,27 @@ impl ConfigGeneration {
                 }
                 Err(e) => {
                     super::tenant_dir::log_refused(&f.name, &e, old.is_some());
-                    let kept = old.filter(|u| claims.claim(&u.config, &f.name).is_ok());
-                    let tenant = kept.map(|u| {
-                        units.insert(u.id().to_owned(), u.clone());
-                        u.id().to_owned()
-                    });
+                    let kept = old.filter(|u| routes.add((*u).clone()).is_ok());
                     TenantFile {
                         stamp: f.stamp,
-                        tenant,
+                        tenant: kept.map(|u| u.id().to_owned()),
                         error: Some(e),
                     }
                 }
             };
             files.insert(f.name, entry);
         }
-        Ok(Self::assemble(
-            Arc::new(config),
+        Ok(ConfigGeneration {
+            config: Arc::new(config),
             state,
             schemas,
-            key,
+            shared_key: key,
             catalogs,
-            clusters.is_online(),
-            units,
+            online: clusters.is_online(),
             files,
+            routes,
             generation,
-        ))
+        })
     }
 
     /// The shared settings this generation's tenants were built against,
@@ -296,103 +276,23 @@ impl ConfigGeneration {
         }
     }
 
-    /// A new generation with the same shared parts and `units`, `files`.
-    pub(super) fn with_units(
+    /// The next generation: the same shared parts with `routes` and `files`
+    /// (a one-tenant apply's, made from this generation's).
+    pub(super) fn with_routes(
         &self,
-        units: HashMap<String, Arc<TenantUnit>>,
-        files: BTreeMap<String, TenantFile>,
+        routes: Routes,
+        files: OrdMap<String, TenantFile>,
     ) -> ConfigGeneration {
-        Self::assemble(
-            self.config.clone(),
-            self.state.clone(),
-            self.schemas.clone(),
-            self.shared_key.clone(),
-            self.catalogs.clone(),
-            self.online,
-            units,
-            files,
-            self.generation + 1,
-        )
-    }
-
-    /// The routing maps, made from the units (cheap: `Arc` clones and keys).
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        config: Arc<Config>,
-        state: Arc<dyn SharedState>,
-        schemas: Arc<SchemaSet>,
-        shared_key: String,
-        catalogs: Arc<Mutex<CatalogInterner>>,
-        online: bool,
-        units: HashMap<String, Arc<TenantUnit>>,
-        files: BTreeMap<String, TenantFile>,
-        generation: u64,
-    ) -> ConfigGeneration {
-        let mut endpoints = HashMap::with_capacity(units.len());
-        let mut a2a = HashMap::with_capacity(units.len());
-        let mut relays = HashMap::new();
-        let mut metadata = HashMap::new();
-        let mut published = super::publish::Published::default();
-        let mut hosts = HashMap::new();
-        let mut certs = HashMap::new();
-        for u in units.values() {
-            let t = &u.config;
-            match &u.serve {
-                Serve::Endpoint(ep) => {
-                    if let Some(a) = &ep.auth {
-                        metadata.insert(a.metadata_path(), t.path.clone());
-                    }
-                    endpoints.insert(t.path.clone(), ep.clone());
-                    a2a.insert(crate::a2a::path_for(&t.path), ep.clone());
-                }
-                Serve::Relay(m) => {
-                    if let Some(a) = &m.auth {
-                        metadata.insert(a.metadata_path(), t.path.clone());
-                    }
-                    relays.insert(t.path.clone(), m.clone());
-                }
-            }
-            let routed: Vec<String> = t.hosts.iter().filter_map(|h| tenant::host_key(h)).collect();
-            if let Some(docs) = &u.docs {
-                let mut at: Vec<String> = t.publish.hosts.clone();
-                at.extend(
-                    routed
-                        .iter()
-                        .filter(|h| !t.publish.hosts.contains(h))
-                        .cloned(),
-                );
-                published.add(&t.path, &at, docs.clone());
-            }
-            for h in &routed {
-                hosts.insert(h.clone(), u.clone());
-            }
-            if let Some(cert) = &u.cert {
-                let names = routed
-                    .iter()
-                    .cloned()
-                    .chain(t.publish.hosts.iter().filter_map(|h| tenant::host_key(h)));
-                for n in names {
-                    certs.insert(n, cert.clone());
-                }
-            }
-        }
         ConfigGeneration {
-            config,
-            state,
-            schemas,
-            shared_key,
-            catalogs,
-            online,
-            units,
+            config: self.config.clone(),
+            state: self.state.clone(),
+            schemas: self.schemas.clone(),
+            shared_key: self.shared_key.clone(),
+            catalogs: self.catalogs.clone(),
+            online: self.online,
             files,
-            endpoints,
-            a2a,
-            relays,
-            metadata,
-            published,
-            hosts,
-            certs,
-            generation,
+            routes,
+            generation: self.generation + 1,
         }
     }
 
@@ -404,7 +304,7 @@ impl ConfigGeneration {
             self.files
                 .values()
                 .filter_map(|f| f.tenant.as_deref())
-                .filter_map(|id| self.units.get(id))
+                .filter_map(|id| self.routes.units.get(id))
                 .map(|u| &u.config),
         );
         out
@@ -421,13 +321,41 @@ impl ConfigGeneration {
     /// Tell the metrics which tenants this generation serves (main-config
     /// tenants and tenant files alike) and which of them get their own
     /// `tenant` label (`[telemetry] tenant_metrics`), when it is installed.
-    pub fn configure_metrics(&self) {
+    pub fn configure_metrics(&self, changed: Changed<'_>) {
+        if let Changed::One {
+            before,
+            removed,
+            added,
+        } = changed
+        {
+            let tm = &self.config.telemetry.tenant_metrics;
+            let n = self.routes.units.len();
+            // Whether the change flips the label of tenants it does not name.
+            if tm.labels("", before) == tm.labels("", n) {
+                crate::metrics::retenant(removed, added.map(|id| (id, tm.labels(id, n))));
+                return;
+            }
+        }
+
         let c = &self.config;
-        let n = self.units.len();
-        crate::metrics::configure_tenants(self.units.keys().map(String::as_str), |id| {
+        let n = self.routes.units.len();
+        crate::metrics::configure_tenants(self.routes.units.keys().map(String::as_str), |id| {
             c.telemetry.tenant_metrics.labels(id, n)
         });
     }
+}
+
+/// What a new generation changed, for the metrics' tenant table.
+#[derive(Debug, Clone, Copy)]
+pub enum Changed<'a> {
+    /// Anything (a full build or reload).
+    All,
+    /// At most one tenant, from a generation of `before` tenants (a tenant file applied).
+    One {
+        before: usize,
+        removed: Option<&'a str>,
+        added: Option<&'a str>,
+    },
 }
 
 /// The registry a generation's later tenant builds use (see

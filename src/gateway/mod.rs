@@ -8,10 +8,11 @@
 mod admission;
 mod generation;
 mod publish;
+mod routes;
 mod tenant;
 pub mod tenant_dir;
 
-pub use generation::{BuildError, ConfigGeneration, RelayTenant, TenantFile};
+pub use generation::{BuildError, Changed, ConfigGeneration, RelayTenant, TenantFile};
 pub use publish::Published;
 pub use tenant::{host_key, Serve, TenantUnit};
 
@@ -62,7 +63,7 @@ impl Gateway {
         crate::metrics::METRICS
             .config_generation
             .set(runtime.generation as i64);
-        runtime.configure_metrics();
+        runtime.configure_metrics(Changed::All);
         tenant_dir::publish_metrics(&runtime);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
@@ -113,21 +114,21 @@ impl Gateway {
     /// Serve the tenants' certificates (`[tenants.tls]`) on the TLS
     /// listener through `names`, from now on and after every swap.
     pub fn serve_certificates(&self, names: crate::tls::SniNames) {
-        names.store(Arc::new(self.current().certs.clone()));
+        names.store(Arc::new(self.current().routes.certs.clone()));
         let _ = self.sni.set(names);
     }
 
     /// Publish a new generation: requests that start from now on use it;
     /// those in flight finish on the one they started with. The metrics
     /// learn its tenants (added or removed by the config or a tenant file).
-    fn swap(&self, rt: ConfigGeneration) {
+    fn swap(&self, rt: ConfigGeneration, changed: Changed<'_>) {
         crate::metrics::METRICS
             .config_generation
             .set(rt.generation as i64);
-        rt.configure_metrics();
+        rt.configure_metrics(changed);
         tenant_dir::publish_metrics(&rt);
         if let Some(names) = self.sni.get() {
-            names.store(Arc::new(rt.certs.clone()));
+            names.store(Arc::new(rt.routes.certs.clone()));
         }
         self.runtime.store(Arc::new(rt));
     }
@@ -175,11 +176,13 @@ impl Gateway {
         crate::telemetry::start(&mut ctx, &req);
         let rt = self.runtime.load_full();
         let metadata_of = |path: &String| {
-            rt.endpoints
+            rt.routes
+                .endpoints
                 .get(path)
                 .map(|ep| (ep.tenant.as_str(), ep.auth.as_ref()))
                 .or_else(|| {
-                    rt.relays
+                    rt.routes
+                        .relays
                         .get(path)
                         .map(|m| (m.tenant.as_str(), m.auth.as_ref()))
                 })
@@ -221,11 +224,13 @@ impl Gateway {
             }
             Target::Host(_) | Target::Path => {
                 let metadata = rt
+                    .routes
                     .metadata
                     .get(&req.path)
                     .filter(|p| host_unit.is_none_or(|u| &u.config.path == *p))
                     .and_then(metadata_of);
                 let docs = rt
+                    .routes
                     .published
                     .route(&req)
                     .filter(|(d, _)| host_unit.is_none_or(|u| d.tenant == u.id()));
@@ -300,7 +305,8 @@ impl Gateway {
             // full pipeline decides (404 included).
             Target::Host(_) => return None,
             Target::Path
-                if rt.metadata.contains_key(&req.path) || rt.published.route(req).is_some() =>
+                if rt.routes.metadata.contains_key(&req.path)
+                    || rt.routes.published.route(req).is_some() =>
             {
                 return None
             }
@@ -343,7 +349,7 @@ impl Gateway {
             crate::upstream::cluster::registry(),
         )
         .inspect_err(|_| crate::leads::outbox::discard_staged())?;
-        self.swap(rt);
+        self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
         crate::leads::outbox::commit_staged();
         Ok(generation)
@@ -367,16 +373,16 @@ enum Target<'a> {
 /// endpoint (or relay), its A2A path or `/a2a` its A2A binding. Any other
 /// host is routed by path alone.
 fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
-    let on_host = (!rt.hosts.is_empty())
+    let on_host = (!rt.routes.hosts.is_empty())
         .then(|| req.header_str("host").and_then(host_key))
         .flatten()
-        .and_then(|h| rt.hosts.get(&h));
+        .and_then(|h| rt.routes.hosts.get(&h));
     if let Some(u) = on_host {
         let p = req.path.as_str();
         return match &u.serve {
             Serve::Endpoint(e) if p == e.path || p == "/mcp" => Target::Endpoint(e),
             Serve::Endpoint(e)
-                if p == "/a2a" || rt.a2a.get(p).is_some_and(|a| Arc::ptr_eq(a, e)) =>
+                if p == "/a2a" || rt.routes.a2a.get(p).is_some_and(|a| Arc::ptr_eq(a, e)) =>
             {
                 Target::A2a(e)
             }
@@ -384,11 +390,11 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
             _ => Target::Host(u),
         };
     }
-    if let Some(e) = rt.endpoints.get(&req.path) {
+    if let Some(e) = rt.routes.endpoints.get(&req.path) {
         Target::Endpoint(e)
-    } else if let Some(m) = rt.relays.get(&req.path) {
+    } else if let Some(m) = rt.routes.relays.get(&req.path) {
         Target::Relay(m)
-    } else if let Some(e) = rt.a2a.get(&req.path) {
+    } else if let Some(e) = rt.routes.a2a.get(&req.path) {
         Target::A2a(e)
     } else {
         Target::Path

@@ -1,20 +1,21 @@
 //! Serving the discovery documents (`aap::publish`): routes by dealer domain (`Host`) and by
 //! tenant prefix, with `ETag`/`If-None-Match`, `Cache-Control`, `HEAD` and 405 for other methods.
 
-use crate::aap::publish::{host_matches, prefix_of, Documents, Kind};
+use crate::aap::publish::{host_lookup_keys, host_table_key, prefix_of, Documents, Kind};
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
+use imbl::HashMap;
 use serde_json::json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Every published tenant of a config generation, by where it is served.
-#[derive(Debug, Default)]
+/// Every published tenant of a config generation, by where it is served. Persistent maps (see
+/// `routes`): a generation one tenant apart shares the others' entries.
+#[derive(Debug, Default, Clone)]
 pub struct Published {
     /// `<tenant prefix><document path>` → the tenant's documents.
     by_path: HashMap<String, (Arc<Documents>, Kind)>,
-    /// (dealer domain, documents): the documents at the root of that host.
-    by_host: Vec<(String, Arc<Documents>)>,
+    /// Dealer domain (`host_table_key`) → the documents at the root of that host.
+    by_host: HashMap<String, Arc<Documents>>,
     /// Tenant id → documents (for `publish` and tests).
     by_tenant: HashMap<String, Arc<Documents>>,
 }
@@ -29,9 +30,21 @@ impl Published {
             );
         }
         for h in hosts {
-            self.by_host.push((h.clone(), docs.clone()));
+            self.by_host.insert(host_table_key(h), docs.clone());
         }
         self.by_tenant.insert(docs.tenant.clone(), docs);
+    }
+
+    /// Stop serving what [`Published::add`] added with the same arguments.
+    pub fn remove(&mut self, mcp_path: &str, hosts: &[String], tenant: &str) {
+        for kind in Kind::ALL {
+            self.by_path
+                .remove(&format!("{}{}", prefix_of(mcp_path), kind.path()));
+        }
+        for h in hosts {
+            self.by_host.remove(&host_table_key(h));
+        }
+        self.by_tenant.remove(tenant);
     }
 
     /// The tenant's documents.
@@ -44,7 +57,12 @@ impl Published {
     pub fn route(&self, req: &HttpRequest) -> Option<(&Documents, Kind)> {
         if let Some(kind) = Kind::from_path(&req.path) {
             if let Some(host) = req.header_str("host") {
-                if let Some((_, docs)) = self.by_host.iter().find(|(h, _)| host_matches(h, host)) {
+                let (whole, bare) = host_lookup_keys(host);
+                let docs = self
+                    .by_host
+                    .get(&whole)
+                    .or_else(|| bare.and_then(|b| self.by_host.get(&b)));
+                if let Some(docs) = docs {
                     return Some((docs, kind));
                 }
             }

@@ -26,7 +26,6 @@ use crate::upstream::relay::{Relay, RelayConfig};
 use pingora::tls::sign::CertifiedKey;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -446,114 +445,6 @@ pub fn host_key(host: &str) -> Option<String> {
     let h = h.split(':').next().unwrap_or("");
     let h = h.strip_suffix('.').unwrap_or(h);
     (!h.is_empty()).then(|| h.to_ascii_lowercase())
-}
-
-/// What the tenants of one generation have taken: ids, paths (MCP and
-/// A2A), routed host names, published domains and document prefixes. A
-/// tenant that asks for something another has is refused, naming both.
-#[derive(Default)]
-pub(super) struct Claims {
-    ids: HashMap<String, String>,
-    paths: HashMap<String, (String, bool)>,
-    hosts: HashMap<String, String>,
-    published: HashMap<String, String>,
-    prefixes: HashMap<String, String>,
-}
-
-impl Claims {
-    /// Take what `t` needs, or say what is taken (and take nothing).
-    pub fn claim(&mut self, t: &TenantConfig, origin: &str) -> Result<(), String> {
-        self.check(t, origin)?;
-        let c = Claim::of(t, origin);
-        self.ids.insert(t.id.clone(), c.owner.clone());
-        for (p, a2a) in c.paths {
-            self.paths.insert(p, (c.owner.clone(), a2a));
-        }
-        for h in c.hosts {
-            self.hosts.insert(h, c.owner.clone());
-        }
-        for h in c.published {
-            self.published.insert(h, c.owner.clone());
-        }
-        if let Some(p) = c.prefix {
-            self.prefixes.insert(p, c.owner);
-        }
-        Ok(())
-    }
-
-    /// Whether `t` could take what it needs.
-    pub fn check(&self, t: &TenantConfig, origin: &str) -> Result<(), String> {
-        let c = Claim::of(t, origin);
-        let taken = |map: &HashMap<String, String>, k: &str| map.get(k).cloned();
-        if let Some(o) = taken(&self.ids, &t.id) {
-            return Err(format!("id: tenant id {:?} is already {o}", t.id));
-        }
-        for (p, a2a) in &c.paths {
-            match self.paths.get(p) {
-                Some((o, false)) if !a2a => {
-                    return Err(format!("path: {p:?} is already mounted by {o}"))
-                }
-                Some((o, _)) => {
-                    return Err(format!(
-                        "path: {p} is both an A2A path (an MCP path with the last segment replaced by a2a) and already a tenant's MCP path ({o} has one of them)"
-                    ))
-                }
-                None => {}
-            }
-        }
-        for h in &c.hosts {
-            if let Some(o) = taken(&self.hosts, h).or_else(|| taken(&self.published, h)) {
-                return Err(format!("hosts: {h:?} is already {o}'s"));
-            }
-        }
-        for h in &c.published {
-            let bare = host_key(h).unwrap_or_default();
-            if let Some(o) = taken(&self.published, h).or_else(|| taken(&self.hosts, &bare)) {
-                return Err(format!("publish.hosts: {h:?} is already {o}'s"));
-            }
-        }
-        if let Some(p) = &c.prefix {
-            if let Some(o) = taken(&self.prefixes, p) {
-                return Err(format!(
-                    "path: {o} publishes under {p:?}/ (the path without its last segment); give each tenant its own"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What one tenant asks for.
-struct Claim {
-    owner: String,
-    /// (path, is an A2A path)
-    paths: Vec<(String, bool)>,
-    hosts: Vec<String>,
-    published: Vec<String>,
-    prefix: Option<String>,
-}
-
-impl Claim {
-    fn of(t: &TenantConfig, origin: &str) -> Claim {
-        let relay = matches!(t.backend, BackendConfig::Relay(_));
-        let mut paths = vec![(t.path.clone(), false)];
-        if !relay {
-            paths.push((crate::a2a::path_for(&t.path), true));
-        }
-        Claim {
-            owner: format!("tenant {} ({origin})", t.id),
-            paths,
-            hosts: t.hosts.iter().filter_map(|h| host_key(h)).collect(),
-            published: t
-                .publish
-                .hosts
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-            prefix: (t.public_url.is_some() && !relay)
-                .then(|| crate::aap::publish::prefix_of(&t.path).to_owned()),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! unchanged for one poll, so a half-written file is never read. A poll costs one `stat`
 //! per file.
 
-use super::generation::{ConfigGeneration, TenantFile};
+use super::generation::{Changed, ConfigGeneration, TenantFile};
 use super::tenant;
 use super::Gateway;
 use crate::config::{Config, TenantConfig};
@@ -143,20 +143,28 @@ impl Gateway {
         };
         let path = dir.join(name);
         let now = stamp(&path);
-        let mut units = cur.units.clone();
         let mut files = cur.files.clone();
         let old = files
             .get(name)
             .and_then(|f| f.tenant.as_deref())
-            .and_then(|id| units.get(id))
+            .and_then(|id| cur.routes.units.get(id))
             .filter(|u| u.file.as_deref() == Some(name))
             .cloned();
+        // The routes without this file's tenant (a clone of persistent maps: O(1)).
+        let mut routes = cur.routes.clone();
+        if let Some(o) = &old {
+            routes.remove(o.id());
+        }
+        let before = cur.routes.units.len();
+        let removed = old.as_ref().map(|u| u.id());
         if now.is_none() {
-            if let Some(u) = &old {
-                units.remove(u.id());
-            }
             files.remove(name);
-            self.swap(cur.with_units(units, files));
+            let changed = Changed::One {
+                before,
+                removed,
+                added: None,
+            };
+            self.swap(cur.with_routes(routes, files), changed);
             APPLIES.with_label_values(&["removed"]).inc();
             tracing::info!(
                 file = name,
@@ -169,35 +177,23 @@ impl Gateway {
         let read = read_one(&cur.config, &dir, name, now);
         let clusters = cur.clusters();
         let mut staged_for = None;
-        let built = match read.result {
-            Err(e) => Err(e),
-            Ok(t) => {
-                // What every other tenant has taken.
-                let mut claims = tenant::Claims::default();
-                for u in units.values() {
-                    if old.as_ref().is_none_or(|o| o.id() != u.id()) {
-                        let _ = claims.claim(&u.config, &u.origin());
-                    }
-                }
-                match claims.check(&t, name) {
-                    Err(e) => Err(e),
-                    Ok(()) => {
-                        let prior = old.as_ref().filter(|o| o.id() == t.id);
-                        staged_for = Some(t.id.clone());
-                        tenant::build(t, Some(name.to_owned()), &cur.shared(&clusters), prior)
-                            .map_err(|e| e.0)
-                    }
-                }
-            }
-        };
-        match built {
-            Ok(unit) => {
-                if let Some(o) = &old {
-                    units.remove(o.id());
-                }
-                let id = unit.id().to_owned();
+        let built = read
+            .result
+            .and_then(|t| {
+                routes.check(&t, name)?;
+                let prior = old.as_ref().filter(|o| o.id() == t.id);
+                staged_for = Some(t.id.clone());
+                tenant::build(t, Some(name.to_owned()), &cur.shared(&clusters), prior)
+                    .map_err(|e| e.0)
+            })
+            .and_then(|unit| {
                 let same = old.as_ref().is_some_and(|o| Arc::ptr_eq(o, &unit));
-                units.insert(id.clone(), unit);
+                let id = unit.id().to_owned();
+                routes.add(unit)?;
+                Ok((id, same))
+            });
+        match built {
+            Ok((id, same)) => {
                 files.insert(
                     name.to_owned(),
                     TenantFile {
@@ -206,7 +202,12 @@ impl Gateway {
                         error: None,
                     },
                 );
-                self.swap(cur.with_units(units, files));
+                let changed = Changed::One {
+                    before,
+                    removed,
+                    added: Some(&id),
+                };
+                self.swap(cur.with_routes(routes, files), changed);
                 // This tenant's lead outbox takes its new sinks only now.
                 crate::leads::outbox::commit_staged();
                 APPLIES.with_label_values(&["applied"]).inc();
@@ -232,7 +233,13 @@ impl Gateway {
                         error: Some(e),
                     },
                 );
-                self.swap(cur.with_units(units, files));
+                // The routes as they were: the previous version keeps serving.
+                let nothing = Changed::One {
+                    before,
+                    removed: None,
+                    added: None,
+                };
+                self.swap(cur.with_routes(cur.routes.clone(), files), nothing);
                 APPLIES.with_label_values(&["refused"]).inc();
             }
         }
@@ -261,12 +268,13 @@ impl Gateway {
                 due.push(name.clone());
             }
         }
+        let listed: HashMap<String, Stamp> = listed.into_iter().collect();
         for name in cur.files.keys() {
-            if !listed.iter().any(|(n, _)| n == name) && !last.contains_key(name) {
+            if !listed.contains_key(name) && !last.contains_key(name) {
                 due.push(name.clone());
             }
         }
-        *last = listed.into_iter().collect();
+        *last = listed;
         for name in due {
             self.apply_tenant_file(&name).await;
         }

@@ -603,10 +603,11 @@ impl Ingress {
         let rt = self.gateway.current();
         let tenant = path
             .and_then(|p| {
-                rt.endpoints
+                rt.routes
+                    .endpoints
                     .get(p)
                     .map(|e| e.tenant.as_str())
-                    .or_else(|| rt.relays.get(p).map(|m| m.tenant.as_str()))
+                    .or_else(|| rt.routes.relays.get(p).map(|m| m.tenant.as_str()))
             })
             .unwrap_or("-");
         let mut ctx = RequestCtx::transport(method, correlation.to_owned());

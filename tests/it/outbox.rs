@@ -86,10 +86,12 @@ impl Receiver {
         format!("http://127.0.0.1:{}/leads", self.port)
     }
 
-    /// Every POST that arrived, in order.
+    /// Every POST that arrived, in order (a line the receiver is still
+    /// writing, without its newline yet, is read next time).
     fn arrivals(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        complete
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).unwrap())

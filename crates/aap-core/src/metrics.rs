@@ -488,6 +488,36 @@ pub fn configure_tenants<'a>(
     }
 }
 
+/// Install one tenant's change, in O(1): `removed` leaves, then `added` (its id and whether
+/// it gets its own label) is configured; every other tenant keeps its figures and label. A
+/// tenant removed and added under the same id keeps its figures. The caller uses
+/// [`configure_tenants`] instead when the change flips other tenants' labels
+/// (`tenant_metrics = "auto"` crossing its threshold).
+pub fn retenant(removed: Option<&str>, added: Option<(&str, bool)>) {
+    let mut table = TENANTS.write().unwrap_or_else(|e| e.into_inner());
+    let gone = removed.and_then(|id| table.remove(id).map(|entry| (id, entry)));
+    let mut lost = false;
+    let mut kept = None;
+    if let Some((id, (stats, was))) = gone {
+        if added.is_some_and(|(a, _)| a == id) {
+            kept = Some((stats, was));
+        } else {
+            lost |= was;
+        }
+    }
+    if let Some((id, label)) = added {
+        let (stats, was) = kept
+            .or_else(|| table.remove(id))
+            .unwrap_or_else(|| (Arc::default(), false));
+        lost |= was && !label;
+        table.insert(id.to_owned(), (stats, label));
+    }
+    drop(table);
+    if lost {
+        reset_tenant_series();
+    }
+}
+
 /// Clear every series that has a `tenant` label, so a tenant that lost its own label (removed,
 /// or no longer named by `tenant_metrics`) leaves nothing behind. The prometheus crate can
 /// only remove a series by its full label set, which the gateway does not keep, so the
@@ -544,4 +574,28 @@ pub fn top_tenants(by: TopBy, n: usize) -> (Vec<serde_json::Value>, usize) {
         all.into_iter().map(|(_, id, s)| s.to_json(id)).collect(),
         total,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_tenant_changes_keep_the_others() {
+        configure_tenants(["rt-a", "rt-b"], |id| id == "rt-a");
+        assert_eq!(tenant_label("rt-a"), "rt-a");
+        assert_eq!(tenant_label("rt-b"), OTHER_TENANTS);
+        retenant(Some("rt-b"), None);
+        assert!(tenant_stats("rt-b").is_none());
+        assert_eq!(tenant_label("rt-a"), "rt-a");
+        retenant(None, Some(("rt-c", true)));
+        assert_eq!(tenant_label("rt-c"), "rt-c");
+        retenant(Some("rt-a"), Some(("rt-a", false)));
+        assert_eq!(tenant_label("rt-a"), OTHER_TENANTS);
+        assert!(tenant_stats("rt-a").is_some());
+        retenant(Some("rt-c"), Some(("rt-d", false)));
+        assert!(tenant_stats("rt-c").is_none());
+        assert_eq!(tenant_label("rt-d"), OTHER_TENANTS);
+        assert_eq!(top_tenants(TopBy::Requests, 10).1, 2);
+    }
 }

@@ -218,17 +218,30 @@ fn is_loopback(authority: &str) -> bool {
     LOOPBACK_HOSTS.iter().any(|l| host.eq_ignore_ascii_case(l))
 }
 
-/// True when a request's `Host` names this dealer domain: exactly, or by
-/// its host name when the configured entry has no port.
-pub fn host_matches(configured: &str, host_header: &str) -> bool {
-    let configured = configured.trim();
-    let header = host_header.trim();
-    if configured.eq_ignore_ascii_case(header) {
-        return true;
-    }
-    let (c_host, c_port) = split_port(configured);
-    let (h_host, _) = split_port(header);
-    c_port.is_none() && c_host.eq_ignore_ascii_case(h_host)
+/// The key a configured dealer domain is stored under in a host table: trimmed, in lower case
+/// (host names are case-insensitive).
+pub fn host_table_key(configured: &str) -> String {
+    configured.trim().to_ascii_lowercase()
+}
+
+/// The keys a request's `Host` is looked up by in a table of [`host_table_key`]s, in order: the
+/// whole header (an entry equal to it, port included), then, when it has a port, its host name
+/// alone (an entry without a port names the domain on any port). An entry with a port never
+/// equals the second key, so one table serves both.
+///
+/// ```
+/// use aap_core::aap::publish::{host_lookup_keys, host_table_key};
+/// let (whole, bare) = host_lookup_keys("WWW.D.example:443");
+/// assert_eq!(whole, "www.d.example:443");
+/// assert_eq!(bare.as_deref(), Some(host_table_key("www.d.example").as_str()));
+/// ```
+pub fn host_lookup_keys(host_header: &str) -> (String, Option<String>) {
+    let whole = host_header.trim().to_ascii_lowercase();
+    let bare = match split_port(&whole) {
+        (host, Some(_)) => Some(host.to_owned()),
+        (_, None) => None,
+    };
+    (whole, bare)
 }
 
 /// The tenant prefix: the MCP path without its last segment
@@ -662,7 +675,15 @@ mod tests {
 
     #[test]
     fn hosts_match_with_or_without_port() {
+        let host_matches = |configured: &str, header: &str| {
+            let key = host_table_key(configured);
+            let (whole, bare) = host_lookup_keys(header);
+            key == whole || bare.as_deref() == Some(key.as_str())
+        };
         assert!(host_matches("www.d.example", "WWW.D.example:443"));
+        assert!(host_matches(" WWW.d.example ", "www.d.example"));
+        assert!(host_matches("[::1]", "[::1]:8080"));
+        assert!(!host_matches("[::1]:80", "[::1]"));
         assert!(host_matches("www.d.example:8443", "www.d.example:8443"));
         assert!(!host_matches("www.d.example:8443", "www.d.example"));
         assert!(!host_matches("d.example", "www.d.example"));
