@@ -18,6 +18,7 @@ pub mod background;
 pub mod gateway;
 pub mod ingress;
 pub mod leads;
+pub mod memory;
 pub mod outbound;
 pub mod passthrough;
 pub mod shutdown;

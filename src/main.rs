@@ -29,6 +29,11 @@ extern "C" {
 }
 
 fn return_freed_memory() {
+    // A full reload frees a config-sized burst on a thread that then sleeps.
+    aap_gateway::memory::install(|| {
+        // SAFETY: as below.
+        unsafe { mi_collect(true) }
+    });
     let spawned = std::thread::Builder::new()
         .name("mi-collect".into())
         .spawn(|| loop {

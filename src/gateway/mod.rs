@@ -352,6 +352,10 @@ impl Gateway {
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
         crate::leads::outbox::commit_staged();
+        // What the build parsed and the previous generation (unless a
+        // request still holds it) are freed: give the memory back now.
+        drop(current);
+        crate::memory::release_freed();
         Ok(generation)
     }
 }

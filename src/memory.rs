@@ -1,0 +1,24 @@
+//! Giving freed memory back to the system after a burst of transient allocations: a full reload
+//! parses a config as large as its tenant list and drops it, on a thread that then sleeps.
+//!
+//! The allocator's own purge runs only on the thread that freed the memory, the next time that
+//! thread allocates; a reload thread that goes idle kept what the reload freed (mimalloc, 2,000
+//! tenants: RSS 84 MB ready, 157 MB after one reload). The binary installs its allocator's
+//! "collect now" here (`mi_collect(true)`), and a reload calls it when it is done.
+
+use std::sync::OnceLock;
+
+static RELEASE: OnceLock<fn()> = OnceLock::new();
+
+/// Install the process allocator's "return what is free now" (once; later calls are ignored).
+pub fn install(release: fn()) {
+    let _ = RELEASE.set(release);
+}
+
+/// Return freed memory to the system now, when an allocator hook is installed (tests and other
+/// embedders without one do nothing).
+pub fn release_freed() {
+    if let Some(release) = RELEASE.get() {
+        release();
+    }
+}
