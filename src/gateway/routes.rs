@@ -271,3 +271,109 @@ impl Claim {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Routes;
+    use crate::config::Config;
+    use crate::gateway::ConfigGeneration;
+    use std::collections::BTreeSet;
+
+    /// A tenant of kind "mcp" (no file, no network: `check`'s offline clients)
+    /// on its own path and host, published at its own domain.
+    fn tenant(id: &str) -> String {
+        format!(
+            r#"
+[[tenants]]
+id = "{id}"
+path = "/aap/3.0.0/{id}/mcp"
+hosts = ["mcp.{id}.example"]
+public_url = "https://mcp.{id}.example/aap/3.0.0/{id}/mcp"
+skills = ["dealer.information", "inventory.search"]
+[tenants.publish]
+hosts = ["www.{id}.example"]
+[tenants.backend]
+kind = "mcp"
+peers = ["http://127.0.0.1:9"]
+path = "/mcp"
+"#
+        )
+    }
+
+    fn routes_of(ids: &[&str], state: &std::path::Path) -> Routes {
+        let mut text = format!(
+            "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\n[state]\ndir = {:?}\n",
+            state.display().to_string()
+        );
+        for id in ids {
+            text.push_str(&tenant(id));
+        }
+        let config = Config::parse(&text, &state.join("gateway.toml")).expect("a valid config");
+        ConfigGeneration::build(config, 1)
+            .expect("it builds")
+            .routes
+            .clone()
+    }
+
+    /// Every key of every map, so two `Routes` can be compared.
+    fn keys(r: &Routes) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut put = |map: &str, k: &String| {
+            out.insert(format!("{map}:{k}"));
+        };
+        r.units.keys().for_each(|k| put("unit", k));
+        r.endpoints.keys().for_each(|k| put("endpoint", k));
+        r.a2a.keys().for_each(|k| put("a2a", k));
+        r.relays.keys().for_each(|k| put("relay", k));
+        r.metadata.keys().for_each(|k| put("metadata", k));
+        r.hosts.keys().for_each(|k| put("host", k));
+        r.certs.keys().for_each(|k| put("cert", k));
+        r.claims.ids.keys().for_each(|k| put("claim-id", k));
+        r.claims.paths.keys().for_each(|k| put("claim-path", k));
+        r.claims.hosts.keys().for_each(|k| put("claim-host", k));
+        r.claims
+            .published
+            .keys()
+            .for_each(|k| put("claim-published", k));
+        r.claims
+            .prefixes
+            .keys()
+            .for_each(|k| put("claim-prefix", k));
+        for id in ["a", "b", "c"] {
+            if r.published.tenant(id).is_some() {
+                out.insert(format!("published:{id}"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn remove_undoes_add_and_leaves_the_others_as_built_without_it() {
+        let dir = std::env::temp_dir().join(format!("aap-routes-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let all = routes_of(&["a", "b", "c"], &dir);
+        let without_b = routes_of(&["a", "c"], &dir);
+        assert!(keys(&all).len() > keys(&without_b).len());
+
+        let mut r = all.clone();
+        let b = r.remove("b").expect("b was routed");
+        assert_eq!(
+            keys(&r),
+            keys(&without_b),
+            "removing b leaves what a build without b has"
+        );
+        assert!(
+            all.units.contains_key("b") && all.endpoints.contains_key("/aap/3.0.0/b/mcp"),
+            "the generation it was cloned from still routes b"
+        );
+        assert!(r.remove("b").is_none(), "nothing left to remove");
+
+        // What b held is free again: the same unit is added back as it was.
+        r.add(b.clone()).expect("b's claims were released");
+        assert_eq!(keys(&r), keys(&all));
+        let again = r.add(b).expect_err("b is routed already");
+        assert!(again.contains("already"), "{again}");
+        assert_eq!(keys(&r), keys(&all), "a refused add changes nothing");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
