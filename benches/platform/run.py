@@ -7,7 +7,9 @@ config check time, start to ready (/readyz 200), RSS when ready, RSS after reloa
 by SIGHUP and by POST /reload, /metrics size after one search per tenant, open files; then
 search throughput spread over random tenants against one tenant (wrk). The one-tenant apply is
 measured by apply.py beside it. Everything is environment-driven:
-  BIN NS KINDS RELOADS RELOADS_N1 REPEAT THRU_SECS CONN MEM_GUARD_PCT
+  BIN NS KINDS RELOADS RELOADS_N1 REPEAT THRU_SECS CONN MEM_GUARD_PCT PACED_RATE PACED_SECS
+A paced client (PACED_RATE searches a second over random tenants) runs PACED_SECS on the quiet gateway and again
+through the reloads: its p99 beside the one-tenant figure, and what the reloads cost it (p99, max, failures).
 """
 import json
 import os
@@ -17,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -33,6 +36,8 @@ REPEAT = int(os.environ.get("REPEAT", "3"))            # timed reloads of each k
 THRU_SECS = int(os.environ.get("THRU_SECS", "5"))
 CONN = int(os.environ.get("CONN", "32"))
 GUARD = float(os.environ.get("MEM_GUARD_PCT", "80")) / 100
+PACED_RATE = int(os.environ.get("PACED_RATE", "200"))
+PACED_SECS = float(os.environ.get("PACED_SECS", "5"))
 TOKEN = gen.ADMIN_TOKEN
 META = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 SEARCH = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{' + META + ',"name":"aap_inventory_search",'
@@ -137,6 +142,54 @@ def search_each(listen, n, sample=None):
     return bad
 
 
+class Paced(threading.Thread):
+    """PACED_RATE searches a second over random tenants on one keep-alive connection. Each latency is taken from the
+    request's scheduled time, so a stall counts for every request it delays (no coordinated omission)."""
+
+    def __init__(self, listen, n):
+        super().__init__(daemon=True)
+        self.listen, self.n = listen, n
+        self.halt = threading.Event()
+        self.lat, self.failed = [], 0
+
+    def run(self):
+        import http.client
+        import random
+        c, interval, due = None, 1.0 / PACED_RATE, time.monotonic()
+        while not self.halt.is_set():
+            now = time.monotonic()
+            if now < due:
+                time.sleep(due - now)
+            try:
+                if c is None:
+                    c = http.client.HTTPConnection(self.listen, timeout=30)
+                c.request("POST", f"/aap/3.0.0/dealer-{random.randrange(self.n)}/mcp", SEARCH,
+                          {"Content-Type": "application/json"})
+                r = c.getresponse()
+                body = json.loads(r.read() or b"{}")
+                ok = r.status == 200 and body.get("result", {}).get("isError") is False
+            except (OSError, ValueError, http.client.HTTPException):
+                ok, c = False, None
+            self.lat.append(time.monotonic() - due)
+            self.failed += not ok
+            due += interval
+
+    def finish(self):
+        self.halt.set()
+        self.join()
+        lat = sorted(self.lat) or [0.0]
+        pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
+        return {"sent": len(self.lat), "failed": self.failed, "p50_ms": round(pick(0.5), 2),
+                "p99_ms": round(pick(0.99), 2), "max_ms": round(lat[-1] * 1000, 2)}
+
+
+def paced_for(listen, n, secs):
+    c = Paced(listen, n)
+    c.start()
+    time.sleep(secs)
+    return c.finish()
+
+
 def wrk(listen, n, random_tenants, pid, work):
     lua = os.path.join(work, "w.lua")
     with open(lua, "w") as f:
@@ -188,6 +241,10 @@ def measure(kind, n, work, peer):
     time.sleep(1)
     row["rss"] = status_kb(p.pid)
     row["fds"] = fds(p.pid)
+    # The paced client on the quiet gateway, then through the reloads.
+    row["paced_quiet"] = paced_for(listen, n, PACED_SECS)
+    paced = Paced(listen, n)
+    paced.start()
     # Reloads: REPEAT timed SIGHUPs (ready again with the next generation), REPEAT timed POST /reload.
     hup, post, samples = [], [], [row["rss"]]
     gen_now = ready.get("config_generation", 0)
@@ -212,6 +269,7 @@ def measure(kind, n, work, peer):
             gen_now = max(gen_now, json.loads(body or b"{}").get("config_generation", gen_now))
             (post.append(time.monotonic() - t) if len(post) < REPEAT else None)
         samples.append(status_kb(p.pid))
+    row["paced_reload"] = paced.finish()
     row["reloads"] = max(total, 2 * REPEAT)
     row["rss_reloads"] = samples[-1]
     row["rss_reload_max"] = max(samples)
@@ -277,6 +335,18 @@ def main():
         after = f"{mb(r['rss_reloads'])} after {r['reloads']} (max {mb(r['rss_reload_max'])})"
         print(f"| {r['kind']} | {r['n']:,} | {r['check']} | {r['start']} | {mb(r['rss'])} | {after} | "
               f"{r['hup']} / {r['post']} | {r['metrics'] / 1024:,.0f} KB | {r['fds']} |")
+    print()
+    print(f"Paced client, {PACED_RATE} searches/s over random tenants (latency from the scheduled send time):")
+    print()
+    print("| kind | tenants | p50 / p99 quiet | p99 quiet vs one tenant | during the full reloads: p99 / max | failed |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "paced_quiet" not in r:
+            continue
+        q, d, b = r["paced_quiet"], r["paced_reload"], base.get(r["kind"], {}).get("paced_quiet")
+        vs = f"{q['p99_ms'] / b['p99_ms']:.2f}×" if b and b["p99_ms"] > 0 else "–"
+        print(f"| {r['kind']} | {r['n']:,} | {q['p50_ms']:.1f} / {q['p99_ms']:.1f} ms | {vs} | "
+              f"{d['p99_ms']:.1f} / {d['max_ms']:.1f} ms over {r['reloads']} reloads | {q['failed'] + d['failed']} of {q['sent'] + d['sent']} |")
     print()
     for r in rows:
         b = base.get(r["kind"])
