@@ -8,6 +8,7 @@
 mod admission;
 mod generation;
 mod publish;
+mod retire;
 mod routes;
 mod tenant;
 pub mod tenant_dir;
@@ -130,7 +131,7 @@ impl Gateway {
         if let Some(names) = self.sni.get() {
             names.store(Arc::new(rt.routes.certs.clone()));
         }
-        self.runtime.store(Arc::new(rt));
+        retire::retire(self.runtime.swap(Arc::new(rt)));
     }
 
     pub fn max_body_bytes(&self) -> usize {
@@ -352,8 +353,8 @@ impl Gateway {
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
         crate::leads::outbox::commit_staged();
-        // What the build parsed and the previous generation (unless a
-        // request still holds it) are freed: give the memory back now.
+        // What the build parsed is freed: give the memory back now (the
+        // previous generation is freed, and given back, by `retire`).
         drop(current);
         crate::memory::release_freed();
         Ok(generation)
