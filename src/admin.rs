@@ -263,20 +263,38 @@ fn tenant_files(rt: &crate::gateway::ConfigGeneration) -> serde_json::Value {
 /// Inventory feed health for `/readyz`: one entry per source (with the
 /// number of tenants it serves), and the tenants whose feed never loaded.
 fn feed_readiness(rt: &crate::gateway::ConfigGeneration) -> (Vec<serde_json::Value>, Vec<String>) {
-    let mut by_source: std::collections::BTreeMap<String, (serde_json::Value, usize)> =
-        std::collections::BTreeMap::new();
+    // Each source's health is read once, however many tenants share it (a
+    // platform of 10,000 tenants on one feed: one `health()`, not 10,000).
+    let mut by_feed: std::collections::HashMap<usize, (serde_json::Value, usize, bool)> =
+        std::collections::HashMap::new();
     let mut not_ready = Vec::new();
     for ep in rt.routes.endpoints.values() {
-        let Some(h) = ep.contract.backend.feed_health() else {
+        let backend = &ep.contract.backend;
+        let Some(id) = backend.feed_id() else {
             continue;
         };
-        if h["state"] == "never_loaded" {
+        let entry = match by_feed.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let Some(h) = backend.feed_health() else {
+                    continue;
+                };
+                let never = h["state"] == "never_loaded";
+                v.insert((h, 0, never))
+            }
+        };
+        entry.1 += 1;
+        if entry.2 {
             not_ready.push(ep.tenant.clone());
         }
-        let source = h["source"].as_str().unwrap_or_default().to_owned();
-        by_source.entry(source).or_insert((h, 0)).1 += 1;
     }
     not_ready.sort();
+    let mut by_source: std::collections::BTreeMap<String, (serde_json::Value, usize)> =
+        std::collections::BTreeMap::new();
+    for (h, n, _) in by_feed.into_values() {
+        let source = h["source"].as_str().unwrap_or_default().to_owned();
+        by_source.entry(source).or_insert((h, 0)).1 += n;
+    }
     let feeds = by_source
         .into_values()
         .map(|(mut h, n)| {

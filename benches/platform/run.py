@@ -12,6 +12,7 @@ A paced client (PACED_RATE searches a second over random tenants) runs PACED_SEC
 through the reloads: its p99 beside the one-tenant figure, and what the reloads cost it (p99, max, failures).
 """
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -19,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -142,19 +142,21 @@ def search_each(listen, n, sample=None):
     return bad
 
 
-class Paced(threading.Thread):
-    """PACED_RATE searches a second over random tenants on one keep-alive connection. Each latency is taken from the
-    request's scheduled time, so a stall counts for every request it delays (no coordinated omission)."""
+class Paced(multiprocessing.Process):
+    """PACED_RATE searches a second over random tenants on one keep-alive connection, in a process of its own (the
+    bench's own polling must not delay it through a shared GIL). Each latency is taken from the request's scheduled
+    time, so a stall counts for every request it delays (no coordinated omission)."""
 
     def __init__(self, listen, n):
         super().__init__(daemon=True)
         self.listen, self.n = listen, n
-        self.halt = threading.Event()
-        self.lat, self.failed = [], 0
+        self.halt = multiprocessing.Event()
+        self.out = multiprocessing.Queue()
 
     def run(self):
         import http.client
         import random
+        lat, failed = [], 0
         c, interval, due = None, 1.0 / PACED_RATE, time.monotonic()
         while not self.halt.is_set():
             now = time.monotonic()
@@ -170,17 +172,20 @@ class Paced(threading.Thread):
                 ok = r.status == 200 and body.get("result", {}).get("isError") is False
             except (OSError, ValueError, http.client.HTTPException):
                 ok, c = False, None
-            self.lat.append(time.monotonic() - due)
-            self.failed += not ok
+            lat.append(time.monotonic() - due)
+            failed += not ok
             due += interval
+        lat.sort()
+        lat = lat or [0.0]
+        pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
+        self.out.put({"sent": len(lat), "failed": failed, "p50_ms": round(pick(0.5), 2),
+                      "p99_ms": round(pick(0.99), 2), "max_ms": round(lat[-1] * 1000, 2)})
 
     def finish(self):
         self.halt.set()
+        result = self.out.get(timeout=60)
         self.join()
-        lat = sorted(self.lat) or [0.0]
-        pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
-        return {"sent": len(self.lat), "failed": self.failed, "p50_ms": round(pick(0.5), 2),
-                "p99_ms": round(pick(0.99), 2), "max_ms": round(lat[-1] * 1000, 2)}
+        return result
 
 
 def paced_for(listen, n, secs):
@@ -260,7 +265,7 @@ def measure(kind, n, work, peer):
                     break
                 if p.poll() is not None or time.monotonic() - t > 600:
                     break
-                time.sleep(0.005)
+                time.sleep(0.02)  # every 20 ms: a readyz poll is admin work the paced client would wait behind
             (hup.append(time.monotonic() - t) if len(hup) < REPEAT else None)
         else:
             st, body = get(f"http://{admin}/reload", TOKEN, "POST", timeout=600)
@@ -270,6 +275,9 @@ def measure(kind, n, work, peer):
             (post.append(time.monotonic() - t) if len(post) < REPEAT else None)
         samples.append(status_kb(p.pid))
     row["paced_reload"] = paced.finish()
+    # Settled: a retired generation is freed once its last request lets go (checked every 50 ms).
+    time.sleep(2)
+    row["rss_settled"] = status_kb(p.pid)
     row["reloads"] = max(total, 2 * REPEAT)
     row["rss_reloads"] = samples[-1]
     row["rss_reload_max"] = max(samples)
@@ -332,7 +340,8 @@ def main():
         if "rss" not in r:
             print(f"| {r['kind']} | {r['n']:,} | {r['check']} | {r['start']} | | | | | |")
             continue
-        after = f"{mb(r['rss_reloads'])} after {r['reloads']} (max {mb(r['rss_reload_max'])})"
+        after = (f"{mb(r['rss_reloads'])} after {r['reloads']}, {mb(r['rss_settled'])} 2 s later "
+                 f"(max {mb(r['rss_reload_max'])})")
         print(f"| {r['kind']} | {r['n']:,} | {r['check']} | {r['start']} | {mb(r['rss'])} | {after} | "
               f"{r['hup']} / {r['post']} | {r['metrics'] / 1024:,.0f} KB | {r['fds']} |")
     print()
@@ -362,6 +371,9 @@ def main():
         if r["n"] == 1 and "rss" in r:
             print(f"{r['kind']} × 1: RSS over {r['reloads']} reloads: {mb(r['rss'])} ready, {mb(r['rss_reload_first'])} after the first, "
                   f"{mb(r['rss_reloads'])} after the last, max {mb(r['rss_reload_max'])}")
+        if "rss_settled" in r:
+            print(f"{r['kind']} × {r['n']:,}: RSS {mb(r['rss'])} ready, {mb(r['rss_settled'])} 2 s after the last of "
+                  f"{r['reloads']} reloads: {100 * (r['rss_settled'] - r['rss']) / r['rss']:+.1f} %")
         print(f"{r['kind']} × {r['n']:,}: measured in {r['wall']:.0f} s")
 
 

@@ -84,15 +84,17 @@ impl Gateway {
     /// that does not resolve) is refused and the current one keeps serving.
     pub async fn reload_from_source(&self) -> Result<u64, String> {
         let _one_at_a_time = self.reload_lock.lock().await;
-        let config = self
-            .loader
-            .as_ref()
-            .ok_or_else(|| "no configuration source to reload from".to_string())
-            .and_then(|loader| loader());
-        let result = match config {
-            Ok(config) => self.reload(config).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
+        // Reading the files and building the generation is CPU work as large
+        // as the tenant list: it runs below the request workers' priority.
+        let result = crate::background::run_low_priority("reload", || {
+            let config = self
+                .loader
+                .as_ref()
+                .ok_or_else(|| "no configuration source to reload from".to_string())
+                .and_then(|loader| loader())?;
+            self.reload_now(config).map_err(|e| e.to_string())
+        })
+        .unwrap_or_else(|| Err("the reload stopped unexpectedly (see the log)".into()));
         let m = &crate::metrics::METRICS;
         match &result {
             Ok(g) => {
@@ -332,6 +334,11 @@ impl Gateway {
     /// Build a new runtime and swap it in atomically. Nothing waits for
     /// DNS: a new cluster resolves its names in the background.
     pub async fn reload(&self, config: Config) -> Result<u64, BuildError> {
+        self.reload_now(config)
+    }
+
+    /// [`Gateway::reload`], on the calling thread.
+    fn reload_now(&self, config: Config) -> Result<u64, BuildError> {
         let dir = tenant_dir::read(&config).map_err(BuildError)?;
         let current = self.runtime.load_full();
         let generation = current.generation + 1;

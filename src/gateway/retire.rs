@@ -19,9 +19,12 @@ const LOOK_EVERY: Duration = Duration::from_millis(50);
 static RETIRED: LazyLock<Option<Mutex<Vec<Arc<ConfigGeneration>>>>> = LazyLock::new(|| {
     std::thread::Builder::new()
         .name("retire".into())
-        .spawn(|| loop {
-            std::thread::sleep(LOOK_EVERY);
-            free_unreferenced();
+        .spawn(|| {
+            crate::background::lower_priority();
+            loop {
+                std::thread::sleep(LOOK_EVERY);
+                free_unreferenced();
+            }
         })
         .map_err(|e| tracing::warn!(error = %e, "retired generations are freed where they are last dropped"))
         .ok()

@@ -376,6 +376,11 @@ impl Backend for EmbeddedDealer {
     fn feed_health(&self) -> Option<Value> {
         Some(self.feed.health())
     }
+
+    fn feed_id(&self) -> Option<usize> {
+        // The shared source's address: one per source while any tenant holds it.
+        Some(Arc::as_ptr(&self.feed) as usize)
+    }
 }
 
 /// Append-only, fsync'd lead log, indexed by idempotency reference; opened

@@ -114,6 +114,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn feed_health(&self) -> Option<Value> {
         None
     }
+
+    /// Which inventory feed the backend reads, when it serves one: equal for backends that
+    /// share one feed source, so `/readyz` asks each source for its health once, not each of
+    /// its tenants.
+    fn feed_id(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Turn integral floats (`18080.0`) back into integers, recursively. Peers
