@@ -360,10 +360,13 @@ impl Gateway {
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
         crate::leads::outbox::commit_staged();
-        // What the build parsed is freed: give the memory back now (the
-        // previous generation is freed, and given back, by `retire`).
+        // The previous generation is freed here unless a request still
+        // holds it (then by the `retire` thread), and what the build parsed
+        // is given back to the system too.
         drop(current);
-        crate::memory::release_freed();
+        if !retire::free_unreferenced() {
+            crate::memory::release_freed();
+        }
         Ok(generation)
     }
 }

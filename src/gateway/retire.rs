@@ -23,7 +23,7 @@ static RETIRED: LazyLock<Option<Mutex<Vec<Arc<ConfigGeneration>>>>> = LazyLock::
             crate::background::lower_priority();
             loop {
                 std::thread::sleep(LOOK_EVERY);
-                free_unreferenced();
+                let _ = free_unreferenced();
             }
         })
         .map_err(|e| tracing::warn!(error = %e, "retired generations are freed where they are last dropped"))
@@ -39,19 +39,24 @@ pub(super) fn retire(old: Arc<ConfigGeneration>) {
     }
 }
 
-/// Drop every retired generation this thread holds the last reference to.
-fn free_unreferenced() {
-    let Some(list) = &*RETIRED else { return };
+/// Drop every retired generation nothing else references (here: the `retire` thread, or a
+/// reload or tenant apply right after its swap, so that what the old generation alone held,
+/// such as a cluster no longer configured, is gone when the caller returns), and give the
+/// memory back. Whether anything was freed.
+pub(super) fn free_unreferenced() -> bool {
+    let Some(list) = &*RETIRED else { return false };
     let free: Vec<Arc<ConfigGeneration>> = {
         let mut held = list.lock().unwrap_or_else(|e| e.into_inner());
         let (free, keep) = held.drain(..).partition(|g| Arc::strong_count(g) == 1);
         *held = keep;
         free
     };
-    if !free.is_empty() {
-        drop(free);
-        crate::memory::release_freed();
+    if free.is_empty() {
+        return false;
     }
+    drop(free);
+    crate::memory::release_freed();
+    true
 }
 
 #[cfg(test)]

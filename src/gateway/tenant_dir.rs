@@ -136,6 +136,12 @@ impl Gateway {
     /// the file is refused (only this tenant's staged policy is dropped).
     pub async fn apply_tenant_file(&self, name: &str) {
         let _one_at_a_time = self.reload_lock.lock().await;
+        self.apply_tenant_file_now(name);
+        // What the replaced generation alone held (the old unit) goes now.
+        super::retire::free_unreferenced();
+    }
+
+    fn apply_tenant_file_now(&self, name: &str) {
         let started = Instant::now();
         let cur = self.current();
         let Some(dir) = cur.config.tenants_dir_path() else {
