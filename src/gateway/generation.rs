@@ -322,25 +322,19 @@ impl ConfigGeneration {
     /// tenants and tenant files alike) and which of them get their own
     /// `tenant` label (`[telemetry] tenant_metrics`), when it is installed.
     pub fn configure_metrics(&self, changed: Changed<'_>) {
-        if let Changed::One {
-            before,
-            removed,
-            added,
-        } = changed
-        {
-            let tm = &self.config.telemetry.tenant_metrics;
-            let n = self.routes.units.len();
-            // Whether the change flips the label of tenants it does not name.
+        let tm = &self.config.telemetry.tenant_metrics;
+        let n = self.routes.units.len();
+        if let Changed::One { removed, added } = changed {
+            // The tenant count before the change, and whether the change
+            // flips the label of tenants it does not name.
+            let before = n + usize::from(removed.is_some()) - usize::from(added.is_some());
             if tm.labels("", before) == tm.labels("", n) {
                 crate::metrics::retenant(removed, added.map(|id| (id, tm.labels(id, n))));
                 return;
             }
         }
-
-        let c = &self.config;
-        let n = self.routes.units.len();
         crate::metrics::configure_tenants(self.routes.units.keys().map(String::as_str), |id| {
-            c.telemetry.tenant_metrics.labels(id, n)
+            tm.labels(id, n)
         });
     }
 }
@@ -350,9 +344,8 @@ impl ConfigGeneration {
 pub enum Changed<'a> {
     /// Anything (a full build or reload).
     All,
-    /// At most one tenant, from a generation of `before` tenants (a tenant file applied).
+    /// At most one tenant: `removed` left, then `added` came (a tenant file applied).
     One {
-        before: usize,
         removed: Option<&'a str>,
         added: Option<&'a str>,
     },

@@ -49,20 +49,19 @@ impl Routes {
     pub fn add(&mut self, u: Arc<TenantUnit>) -> Result<(), String> {
         let t = &u.config;
         self.claims.claim(t, &u.origin())?;
-        match &u.serve {
+        let auth = match &u.serve {
             Serve::Endpoint(ep) => {
-                if let Some(a) = &ep.auth {
-                    self.metadata.insert(a.metadata_path(), t.path.clone());
-                }
                 self.endpoints.insert(t.path.clone(), ep.clone());
                 self.a2a.insert(crate::a2a::path_for(&t.path), ep.clone());
+                ep.auth.as_ref()
             }
             Serve::Relay(m) => {
-                if let Some(a) = &m.auth {
-                    self.metadata.insert(a.metadata_path(), t.path.clone());
-                }
                 self.relays.insert(t.path.clone(), m.clone());
+                m.auth.as_ref()
             }
+        };
+        if let Some(a) = auth {
+            self.metadata.insert(a.metadata_path(), t.path.clone());
         }
         if let Some(docs) = &u.docs {
             self.published

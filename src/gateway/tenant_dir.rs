@@ -161,12 +161,10 @@ impl Gateway {
         if let Some(o) = &old {
             routes.remove(o.id());
         }
-        let before = cur.routes.units.len();
         let removed = old.as_ref().map(|u| u.id());
         if now.is_none() {
             files.remove(name);
             let changed = Changed::One {
-                before,
                 removed,
                 added: None,
             };
@@ -209,7 +207,6 @@ impl Gateway {
                     },
                 );
                 let changed = Changed::One {
-                    before,
                     removed,
                     added: Some(&id),
                 };
@@ -241,7 +238,6 @@ impl Gateway {
                 );
                 // The routes as they were: the previous version keeps serving.
                 let nothing = Changed::One {
-                    before,
                     removed: None,
                     added: None,
                 };

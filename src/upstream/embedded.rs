@@ -83,14 +83,13 @@ fn dealer_profile(path: &Path) -> Result<Arc<Value>, LoadError> {
     type Profiles = HashMap<PathBuf, (crate::tls::Stamp, Weak<Value>)>;
     static PROFILES: LazyLock<Mutex<Profiles>> = LazyLock::new(Default::default);
     let stamp = crate::tls::stamp(path);
-    let cached = || {
-        let profiles = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
-        profiles
-            .get(path)
-            .filter(|(s, _)| stamp.is_some() && *s == stamp)
-            .and_then(|(_, w)| w.upgrade())
-    };
-    if let Some(v) = cached() {
+    let cached = PROFILES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(path)
+        .filter(|(s, _)| stamp.is_some() && *s == stamp)
+        .and_then(|(_, w)| w.upgrade());
+    if let Some(v) = cached {
         return Ok(v);
     }
     let dealer = load_json(path)?;
