@@ -109,7 +109,7 @@ COPY --from=build /out/aap-gateway /usr/local/bin/aap-gateway
 # --config); the admin token comes from AAP_ADMIN_TOKEN (admin_token_env).
 COPY gateway.toml ./gateway.toml
 COPY data ./data
-# Idempotency records, leads, the lock, pid file and upgrade socket.
+# Idempotency records, leads, the lock and the upgrade socket (no pid file).
 VOLUME ["/srv/aap/var"]
 USER aap:aap
 # Only the public MCP listener. The admin listener (/healthz, /readyz,
@@ -118,5 +118,9 @@ USER aap:aap
 # only. Publish it deliberately with --admin-listen 0.0.0.0:9090 (as
 # ops/k8s does, for the kubelet's probes).
 EXPOSE 8080
+# Ready when the admin listener's /readyz answers 200 (`aap-gateway health`:
+# no curl in the image). Kept in Docker-format images; OCI images drop it.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["aap-gateway", "--config", "/srv/aap/gateway.toml", "health"]
 ENTRYPOINT ["aap-gateway"]
 CMD ["--config", "/srv/aap/gateway.toml", "--listen", "0.0.0.0:8080"]

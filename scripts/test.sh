@@ -19,6 +19,8 @@ if [ "${AAP_TEST_IMAGE:-1}" != 0 ]; then
   echo "== container image: build the Dockerfile on a debootstrapped Debian base (buildah) and drive it"
   bash tests/image/run.sh
 else echo "== container image: skipped (AAP_TEST_IMAGE=0)"; fi
+echo "== alert rules: promtool check rules and promtool test rules (every alert fires in a case)"
+bash scripts/alerts-test.sh
 echo "== Kubernetes manifests: kubernetes-validate (PyPI) and probe/port consistency with the ConfigMap"
 bash scripts/k8s-validate.sh
 echo "== upstream peers (PyPI mcp 2.3.0, npm sdk 1.32.2, a2a-sdk): install and self-test"

@@ -47,9 +47,19 @@ fn return_freed_memory() {
     }
 }
 
+/// `--version`: the package version, the commit and the build date (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AAP_BUILD_COMMIT"),
+    ", built ",
+    env!("AAP_BUILD_DATE"),
+    ")"
+);
+
 /// AAP 3.0 MCP compatibility gateway.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "aap-gateway", version = VERSION, about)]
 struct Cli {
     /// Configuration file.
     #[arg(long, short = 'c', default_value = "gateway.toml", global = true)]
@@ -64,8 +74,9 @@ struct Cli {
     #[arg(long, global = true)]
     state_dir: Option<PathBuf>,
     /// Graceful upgrade: take over the listening sockets of a running
-    /// instance (start this, then send SIGQUIT to the old process).
-    #[arg(long)]
+    /// instance (start this, then send SIGQUIT to the old process). Also
+    /// accepted after `run` (`aap-gateway run --upgrade`).
+    #[arg(long, global = true)]
     upgrade: bool,
     /// With `server.tls`: how often (milliseconds) to check the certificate
     /// and key files for a replacement; 0 turns the check off (SIGHUP and
@@ -119,6 +130,21 @@ enum Command {
         #[command(subcommand)]
         action: LeadsCommand,
     },
+    /// Exit 0 when the running gateway answers `ready` on its admin
+    /// listener's /readyz (server.admin_listen or --admin-listen), 1
+    /// otherwise: the container HEALTHCHECK, with no curl in the image.
+    Health {
+        /// Give up after this many milliseconds.
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) of aap-gateway.
+    Man,
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,14 +172,27 @@ fn load(cli: &Cli) -> Result<Config, String> {
     let bad_addr = |flag: &str, v: &str| {
         format!("config error in {file}: {flag}: {v:?} is not an address like 127.0.0.1:8080")
     };
+    // Port 0 would bind a port nobody is told about (and /readyz would
+    // never see the listener it probes): refused, like in the config file.
+    let port_zero = |flag: &str, v: &str| {
+        format!("config error in {file}: {flag}: {v:?} has port 0; pick a port")
+    };
     if let Some(l) = &cli.listen {
-        l.parse::<std::net::SocketAddr>()
+        let addr = l
+            .parse::<std::net::SocketAddr>()
             .map_err(|_| bad_addr("--listen", l))?;
+        if addr.port() == 0 {
+            return Err(port_zero("--listen", l));
+        }
         cfg.server.listen = l.clone();
     }
     if let Some(a) = &cli.admin_listen {
-        a.parse::<std::net::SocketAddr>()
+        let addr = a
+            .parse::<std::net::SocketAddr>()
             .map_err(|_| bad_addr("--admin-listen", a))?;
+        if addr.port() == 0 {
+            return Err(port_zero("--admin-listen", a));
+        }
         cfg.server.admin_listen = a.clone();
     }
     if let Some(d) = &cli.state_dir {
@@ -211,6 +250,29 @@ fn main() -> ExitCode {
     // reqwest client (feeds, lead sinks, the OTLP exporter) use the process default.
     pingora::tls::install_default_crypto_provider();
     let cli = Cli::parse();
+    // Commands that need no configuration.
+    match &cli.command {
+        Some(Command::Completions { shell }) => {
+            let mut out = Vec::new();
+            clap_complete::generate(
+                *shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "aap-gateway",
+                &mut out,
+            );
+            return print_out(&out);
+        }
+        Some(Command::Man) => {
+            let mut out = Vec::new();
+            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            if let Err(e) = man.render(&mut out) {
+                eprintln!("aap-gateway: man: {e}");
+                return ExitCode::from(1);
+            }
+            return print_out(&out);
+        }
+        _ => {}
+    }
     let cfg = match load(&cli) {
         Ok(c) => c,
         Err(e) => {
@@ -223,12 +285,12 @@ fn main() -> ExitCode {
             Ok(rt) => {
                 let refused = rt.refused_files();
                 if let Some(dir) = rt.config.tenants_dir_path() {
-                    println!(
+                    let _ = print_line(&format!(
                         "tenants_dir {}: {} tenant file(s), {} refused",
                         dir.display(),
                         rt.files.len(),
                         refused.len()
-                    );
+                    ));
                 }
                 for (file, error) in &refused {
                     eprintln!("aap-gateway: tenant file {file} refused: {error}");
@@ -236,15 +298,13 @@ fn main() -> ExitCode {
                 if !refused.is_empty() {
                     return ExitCode::from(2);
                 }
-                println!(
+                let mut lines = vec![format!(
                     "{}: ok ({} tenant(s))",
                     cli.config.display(),
                     rt.routes.units.len()
-                );
-                for line in publish_notes(&rt) {
-                    println!("{line}");
-                }
-                ExitCode::SUCCESS
+                )];
+                lines.extend(publish_notes(&rt));
+                print_out(format!("{}\n", lines.join("\n")).as_bytes())
             }
             Err(e) => {
                 eprintln!("aap-gateway: config error in {}: {e}", cli.config.display());
@@ -273,12 +333,10 @@ fn main() -> ExitCode {
                     );
                     return ExitCode::from(2);
                 }
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&serde_json::Value::Object(out))
-                        .unwrap_or_default()
-                );
-                ExitCode::SUCCESS
+                print_line(
+                    &serde_json::to_string_pretty(&serde_json::Value::Object(out))
+                        .unwrap_or_default(),
+                )
             }
             Err(e) => {
                 eprintln!("aap-gateway: config error in {}: {e}", cli.config.display());
@@ -288,10 +346,11 @@ fn main() -> ExitCode {
         Some(Command::Publish { tenant, out }) => match ConfigGeneration::build(cfg, 0) {
             Ok(rt) => match write_published(&rt, tenant.as_deref(), out) {
                 Ok(written) => {
-                    for p in written {
-                        println!("{}", p.display());
-                    }
-                    ExitCode::SUCCESS
+                    let lines: String = written
+                        .iter()
+                        .map(|p| format!("{}\n", p.display()))
+                        .collect();
+                    print_out(lines.as_bytes())
                 }
                 Err(e) => {
                     eprintln!("aap-gateway: publish: {e}");
@@ -307,7 +366,95 @@ fn main() -> ExitCode {
             passthrough(&cfg.server.listen, upstream, &cfg.server)
         }
         Some(Command::Leads { action }) => leads_command(&cfg, action),
+        Some(Command::Health { timeout_ms }) => health(&cfg, *timeout_ms),
+        Some(Command::Completions { .. } | Command::Man) => ExitCode::SUCCESS,
         None | Some(Command::Run) => run(cfg, &cli),
+    }
+}
+
+/// Why a command that talks to the admin listener has no token to send.
+fn no_admin_token(cfg: &Config) -> String {
+    match &cfg.server.admin_token_env {
+        Some(var) => format!(
+            "server.admin_token_env names {var}, which is unset or empty here: export {var} with the token the gateway runs with"
+        ),
+        None => "no admin token configured (set server.admin_token_file, server.admin_token_env or server.admin_token)".into(),
+    }
+}
+
+/// Writes `bytes` to stdout. A reader that went away (`aap-gateway catalog |
+/// head -1`) is not an error: the output was simply not wanted any more.
+fn print_out(bytes: &[u8]) -> ExitCode {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("aap-gateway: cannot write to stdout: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `print_out` of one line.
+fn print_line(line: &str) -> ExitCode {
+    print_out(format!("{line}\n").as_bytes())
+}
+
+/// The admin listener as a client reaches it: a wildcard address on loopback.
+fn admin_target(cfg: &Config) -> String {
+    match cfg.server.admin_listen.parse::<std::net::SocketAddr>() {
+        Ok(mut a) if a.ip().is_unspecified() => {
+            if a.is_ipv4() {
+                a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            } else {
+                a.set_ip(std::net::Ipv6Addr::LOCALHOST.into());
+            }
+            a.to_string()
+        }
+        _ => cfg.server.admin_listen.clone(),
+    }
+}
+
+/// `health`: GET /readyz on the admin listener; 0 when it answers 200.
+fn health(cfg: &Config, timeout_ms: u64) -> ExitCode {
+    use std::io::{Read as _, Write as _};
+    let target = admin_target(cfg);
+    let timeout = std::time::Duration::from_millis(timeout_ms.max(1));
+    let probe = || -> Result<String, String> {
+        let addr: std::net::SocketAddr = target
+            .parse()
+            .map_err(|_| format!("server.admin_listen {target:?} is not an address"))?;
+        let mut s = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("cannot reach the admin listener at {target}: {e}"))?;
+        s.set_read_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        s.write_all(
+            format!("GET /readyz HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        let _ = s.take(64 * 1024).read_to_end(&mut answer);
+        let text = String::from_utf8_lossy(&answer);
+        let status = text.split(' ').nth(1).unwrap_or("");
+        if status == "200" {
+            Ok(format!("ready ({target})"))
+        } else if status.is_empty() {
+            Err(format!("no answer from the admin listener at {target}"))
+        } else {
+            Err(format!("not ready: /readyz answered {status} at {target}"))
+        }
+    };
+    match probe() {
+        Ok(line) => print_line(&line),
+        Err(e) => {
+            eprintln!("aap-gateway: health: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -338,7 +485,7 @@ fn leads_command(cfg: &Config, action: &LeadsCommand) -> ExitCode {
         ),
     };
     let Some(token) = &cfg.server.admin_secret else {
-        eprintln!("aap-gateway: leads: no admin token configured (server.admin_token_file, server.admin_token_env or server.admin_token)");
+        eprintln!("aap-gateway: leads: {}", no_admin_token(cfg));
         return ExitCode::from(2);
     };
     // A wildcard listen address is reached on loopback.
@@ -481,8 +628,27 @@ fn run(cfg: Config, cli: &Cli) -> ExitCode {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
         return ExitCode::from(2);
     }
+    aap_gateway::metrics::prime(env!("CARGO_PKG_VERSION"), env!("AAP_BUILD_COMMIT"));
+    // The standard process_* series (CPU, resident memory, open files, threads).
+    let _ = aap_gateway::metrics::METRICS.registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ));
     let listen = cfg.server.listen.clone();
     let admin_listen = cfg.server.admin_listen.clone();
+    // Fail fast, naming the listener, when an address cannot be bound (in
+    // use, not local, no permission). Pingora would retry for about 30 s and
+    // then panic. An upgrade takes the old process's sockets instead.
+    if !cli.upgrade {
+        for (key, addr) in [
+            ("server.listen", &listen),
+            ("server.admin_listen", &admin_listen),
+        ] {
+            if let Err(e) = std::net::TcpListener::bind(addr.as_str()) {
+                eprintln!("aap-gateway: cannot listen on {addr} ({key}): {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let threads = cfg.server.threads;
     let drain = std::time::Duration::from_secs(cfg.server.shutdown_drain_secs);
     let grace = cfg.server.shutdown_grace_secs;

@@ -1,5 +1,6 @@
 //! The ADF sinks against real receivers: `AdfHttpSink` posting to tests/upstreams/http_sink.py and
-//! `SmtpSink` mailing aiosmtpd (tests/upstreams/smtp_sink.py), each ADF read back with roxmltree.
+//! `SmtpSink` mailing aiosmtpd (tests/upstreams/smtp_sink.py), each ADF read back with roxmltree
+//! and validated against the ADF 1.0 DTD by libxml2's validating parser (`xmllint --dtdvalid`).
 
 use crate::support::{ensure_upstreams, venv_python};
 use crate::support::{free_port, repo, temp_dir, test_ca};
@@ -133,9 +134,17 @@ enum Case {
     Sales,
     Cpo,
     Hostile,
+    /// A listing with both a price and an MSRP (the DTD allows one `<price>`).
+    Msrp,
+    /// A customer address with only a ZIP code (`<address>` needs a `<street>`).
+    ZipOnly,
+    /// A vehicle of interest with make and model but no year, and no listing.
+    NoYear,
+    /// A trade-in with only a make.
+    TradeInMakeOnly,
 }
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 11] = [
     Case::Minimal,
     Case::Vehicle,
     Case::TradeIn,
@@ -143,7 +152,59 @@ const CASES: [Case; 7] = [
     Case::Sales,
     Case::Cpo,
     Case::Hostile,
+    Case::Msrp,
+    Case::ZipOnly,
+    Case::NoYear,
+    Case::TradeInMakeOnly,
 ];
+
+/// The ADF 1.0 DTD the documents must satisfy: the notes' copy
+/// (`../shared/notes/adf-1.0.dtd`) when it is beside the repository, which
+/// must equal the copy the repository carries (tests/fixtures/adf-1.0.dtd).
+fn adf_dtd() -> PathBuf {
+    let ours = repo().join("tests/fixtures/adf-1.0.dtd");
+    let notes = repo().join("../shared/notes/adf-1.0.dtd");
+    if notes.exists() {
+        assert_eq!(
+            std::fs::read(&notes).unwrap(),
+            std::fs::read(&ours).unwrap(),
+            "tests/fixtures/adf-1.0.dtd differs from ../shared/notes/adf-1.0.dtd"
+        );
+        return notes;
+    }
+    ours
+}
+
+/// Validates `xml` against the ADF 1.0 DTD with libxml2's validating parser
+/// (`xmllint --dtdvalid`, Debian's libxml2-utils); panics with its report.
+pub(crate) fn assert_dtd_valid(what: &str, xml: &str) {
+    let dir = temp_dir("adf-dtd");
+    let file = dir.join("lead.xml");
+    std::fs::write(&file, xml).unwrap();
+    let out = Command::new("xmllint")
+        .args(["--noout", "--nonet", "--dtdvalid"])
+        .arg(adf_dtd())
+        .arg(&file)
+        .output()
+        .expect("xmllint (Debian libxml2-utils) is installed by the test setup");
+    assert!(
+        out.status.success(),
+        "{what}: the ADF document is not valid against the ADF 1.0 DTD:\n{}\n{xml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The validator refuses what the DTD forbids (so a passing check means something).
+#[test]
+fn the_dtd_check_refuses_an_invalid_document() {
+    let xml =
+        "<?xml version=\"1.0\"?>\n<adf><prospect><requestdate>x</requestdate></prospect></adf>\n";
+    let r = std::panic::catch_unwind(|| assert_dtd_valid("invalid", xml));
+    assert!(
+        r.is_err(),
+        "a prospect without vehicle, customer and vendor must fail the DTD"
+    );
+}
 
 fn lead(case: Case) -> Lead {
     let mut request = json!({
@@ -190,6 +251,20 @@ fn lead(case: Case) -> Lead {
             request["vehicle_of_interest"] =
                 json!({"vin": l["vin"], "condition": "cpo", "displacement_cc": 1987});
             vehicle = Some(l);
+        }
+        Case::Msrp => {
+            let l = listing(|v| v["msrp"].is_number() && v["price"].is_number());
+            request["vehicle_of_interest"] = json!({"stock": l["stock"]});
+            vehicle = Some(l);
+        }
+        Case::ZipOnly => {
+            request["customer"]["address"] = json!({"zip": "94601"});
+        }
+        Case::NoYear => {
+            request["vehicle_of_interest"] = json!({"make": "Toyota", "model": "Camry"});
+        }
+        Case::TradeInMakeOnly => {
+            request["trade_in"] = json!({"make": "Ford"});
         }
         Case::Hostile => {
             request["customer"]["first_name"] = json!(HOSTILE_FIRST);
@@ -242,6 +317,7 @@ fn check(case: Case, xml: &str) {
         "{xml}"
     );
     let doc = roxmltree::Document::parse(xml).unwrap_or_else(|e| panic!("{case:?}: {e}\n{xml}"));
+    assert_dtd_valid(&format!("{case:?}"), xml);
     let pi = doc
         .root()
         .children()
@@ -291,6 +367,13 @@ fn check(case: Case, xml: &str) {
         assert!(node_at(c, "phone", 0).is_none());
         assert!(node_at(c, "address", 0).is_none());
         assert_eq!(cc, "Contact only by: email, phone.");
+    } else if case == Case::ZipOnly {
+        // No street: no <address>; the ZIP code arrives in the comments.
+        assert!(node_at(c, "address", 0).is_none(), "{xml}");
+        assert_eq!(
+            cc,
+            "Address (no street given): 94601, US.\n\nContact only by: email, phone."
+        );
     } else {
         let phone = node_at(c, "phone", 0).unwrap();
         assert_eq!(phone.text(), Some("+14155550199"));
@@ -325,8 +408,39 @@ fn check(case: Case, xml: &str) {
     }
     let li = lead.vehicle.as_ref();
     match case {
-        Case::Minimal | Case::Sales | Case::Hostile => assert!(vehicles.is_empty(), "{case:?}"),
-        Case::Vehicle | Case::Cpo | Case::TestDrive => {
+        Case::Minimal | Case::Sales | Case::Hostile | Case::ZipOnly => {
+            // ADF requires a vehicle: a general inquiry's has empty year, make and model.
+            assert_eq!(vehicles.len(), 1, "{case:?}");
+            let v = vehicles[0];
+            for el in ["year", "make", "model"] {
+                assert_eq!(text_at(v, el, 0), Some(""), "{case:?} {el}: {xml}");
+            }
+            assert!(node_at(v, "vin", 0).is_none());
+            assert_eq!(
+                text_at(v, "comments", 0),
+                Some("General inquiry: no vehicle named")
+            );
+        }
+        Case::NoYear => {
+            assert_eq!(vehicles.len(), 1);
+            let v = vehicles[0];
+            assert_eq!(
+                text_at(v, "year", 0),
+                Some(""),
+                "unknown, not guessed: {xml}"
+            );
+            assert_eq!(text_at(v, "make", 0), Some("Toyota"));
+            assert_eq!(text_at(v, "model", 0), Some("Camry"));
+        }
+        Case::TradeInMakeOnly => {
+            assert_eq!(vehicles.len(), 1, "the trade-in is the prospect's vehicle");
+            let t = vehicles[0];
+            assert_eq!(t.attribute("interest"), Some("trade-in"));
+            assert_eq!(text_at(t, "year", 0), Some(""));
+            assert_eq!(text_at(t, "make", 0), Some("Ford"));
+            assert_eq!(text_at(t, "model", 0), Some(""));
+        }
+        Case::Vehicle | Case::Cpo | Case::TestDrive | Case::Msrp => {
             assert_eq!(vehicles.len(), 1);
             let v = vehicles[0];
             let l = li.unwrap();
@@ -336,8 +450,8 @@ fn check(case: Case, xml: &str) {
                 "buy"
             };
             assert_eq!(v.attribute("interest"), Some(interest));
-            let status = match case {
-                Case::TestDrive => "new",
+            let status = match l["condition"].as_str() {
+                Some("new") => "new",
                 _ => "used",
             };
             assert_eq!(v.attribute("status"), Some(status), "{case:?}");
@@ -351,6 +465,18 @@ fn check(case: Case, xml: &str) {
             assert_eq!(price.text(), Some(l["price"].to_string().as_str()));
             assert_eq!(price.attribute("currency"), Some("USD"));
             assert_eq!(price.attribute("type"), Some("quote"));
+            assert_eq!(all_at(v, "price").len(), 1, "one <price>: {xml}");
+            // The MSRP rides beside the price in <pricecomments>.
+            match l["msrp"].as_u64() {
+                Some(m) => assert_eq!(
+                    text_at(v, "pricecomments", 0),
+                    Some(format!("MSRP: {m} USD").as_str())
+                ),
+                None => assert!(node_at(v, "pricecomments", 0).is_none()),
+            }
+            if case == Case::Msrp {
+                assert!(l["msrp"].is_number(), "the Msrp case has an MSRP");
+            }
             if let Some(m) = l["mileage"].as_u64().filter(|m| *m > 0) {
                 let odo = node_at(v, "odometer", 0).unwrap();
                 assert_eq!(odo.text(), Some(m.to_string().as_str()));
@@ -734,6 +860,7 @@ fn gateway_delivers_an_accepted_lead_as_adf_to_http_and_smtp() {
         mail["body"].as_str().unwrap(),
     ] {
         let doc = roxmltree::Document::parse(xml).expect("the ADF is well-formed XML");
+        assert_dtd_valid("delivered by the gateway", xml);
         let prospect = node_at(doc.root_element(), "prospect", 0).expect("<prospect>");
         assert_eq!(text_at(prospect, "id", 0), Some(lead_id.as_str()));
         let vehicle = node_at(prospect, "vehicle", 0).expect("<vehicle>");

@@ -9,6 +9,7 @@ mod adf;
 mod admin;
 mod auth;
 mod browser;
+mod cli;
 mod clusters;
 mod contract;
 mod demo;

@@ -142,6 +142,45 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     }
 });
 
+/// Reasons [`connection_closed`] is called with, exported at 0 from start.
+pub const CONNECTION_CLOSE_REASONS: [&str; 5] = [
+    "header_timeout",
+    "idle_timeout",
+    "write_timeout",
+    "connection_limit",
+    "client_connection_limit",
+];
+
+/// Exports every counter whose label set is known up front at 0, and
+/// `aap_build_info{version,commit} 1`, before the first request. A counter
+/// that appears only at its first increment starts at 1, so `increase()` and
+/// `rate()` never see that first event (a first rejected reload would not fire
+/// `AapConfigReloadRejected`). Called once at start; later calls change nothing.
+pub fn prime(version: &str, commit: &str) {
+    let m = &*METRICS;
+    for result in ["ok", "rejected"] {
+        m.reloads.with_label_values(&[result]).inc_by(0);
+    }
+    for reason in CONNECTION_CLOSE_REASONS {
+        m.connections_closed.with_label_values(&[reason]).inc_by(0);
+    }
+    for reason in ["missing_token", "wrong_token", "not_configured"] {
+        ADMIN_REFUSALS.with_label_values(&[reason]).inc_by(0);
+    }
+    LazyLock::force(&LOG_LINES_DROPPED);
+    BUILD_INFO.with_label_values(&[version, commit]).set(1);
+}
+
+/// `aap_build_info{version,commit}`: always 1; the labels say which build runs.
+static BUILD_INFO: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge(
+        &METRICS.registry,
+        "aap_build_info",
+        "The running build: always 1, labelled with the version and the commit it was built from",
+        &["version", "commit"],
+    )
+});
+
 /// Count a connection closed by the gateway (e.g. `header_timeout`).
 pub fn connection_closed(reason: &'static str) {
     METRICS

@@ -204,7 +204,8 @@ impl Gateway {
             .arg(format!("127.0.0.1:{}", self.admin))
             .arg("--state-dir")
             .arg(&self.state)
-            .arg("--upgrade")
+            // The spelling docs/leads.md and docs/operations.md use.
+            .args(["run", "--upgrade"])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()

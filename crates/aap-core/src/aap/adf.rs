@@ -83,15 +83,22 @@ pub fn build(input: &AdfInput<'_>) -> Result<Vec<u8>, AdfError> {
     x.leaf("requestdate", &[], requestdate)?;
 
     let appointment_type = str_at(req, &["appointment", "appointment_type"]);
-    if let Some(voi) = req.get("vehicle_of_interest").filter(|v| v.is_object()) {
-        let interest = if appointment_type == Some("test_drive") {
-            "test-drive"
-        } else {
-            "buy"
-        };
-        vehicle_of_interest(&mut x, voi, input.vehicle, interest)?;
+    let interest = if appointment_type == Some("test_drive") {
+        "test-drive"
+    } else {
+        "buy"
+    };
+    let voi = req.get("vehicle_of_interest").filter(|v| v.is_object());
+    let trade = req.get("trade_in").filter(|v| v.is_object());
+    match voi {
+        Some(voi) => vehicle_of_interest(&mut x, voi, input.vehicle, interest)?,
+        // The DTD requires at least one <vehicle> in a prospect: a lead that
+        // names none (a general inquiry) gets one whose required year, make
+        // and model are empty, and says so in its comments.
+        None if trade.is_none() => general_inquiry(&mut x, interest)?,
+        None => {}
     }
-    if let Some(trade) = req.get("trade_in").filter(|v| v.is_object()) {
+    if let Some(trade) = trade {
         trade_in(&mut x, trade)?;
     }
     customer(&mut x, req)?;
@@ -137,6 +144,21 @@ impl Xml {
         self.w.write_event(Event::Start(start))?;
         self.w.write_event(Event::Text(BytesText::new(text)))?;
         self.w.write_event(Event::End(BytesEnd::new(name)))
+    }
+
+    /// An element the DTD requires: `<name>text</name>`, or `<name/>` when
+    /// the value is unknown (the DTD's `#PCDATA` allows it empty; a value is
+    /// never guessed).
+    fn required(&mut self, name: &str, text: Option<&str>) -> std::io::Result<()> {
+        let text = text.map(xml_text);
+        match text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => {
+                self.w.write_event(Event::Start(BytesStart::new(name)))?;
+                self.w.write_event(Event::Text(BytesText::new(t)))?;
+                self.w.write_event(Event::End(BytesEnd::new(name)))
+            }
+            None => self.w.write_event(Event::Empty(BytesStart::new(name))),
+        }
     }
 
     fn leaf_opt(
@@ -274,16 +296,32 @@ fn vehicle_of_interest(
     }
     x.open("vehicle", &attrs)?;
     common_vehicle(x, &v, &mut comments)?;
-    if let Some(price) = v.text("price") {
-        x.leaf("price", &[("type", "quote"), ("currency", "USD")], &price)?;
-    }
-    if let Some(msrp) = v.text("msrp") {
-        x.leaf("price", &[("type", "msrp"), ("currency", "USD")], &msrp)?;
+    // The DTD allows one <price>: the asking price when there is one, with
+    // the MSRP beside it in <pricecomments>; else the MSRP as the price.
+    match (v.text("price"), v.text("msrp")) {
+        (Some(price), msrp) => {
+            x.leaf("price", &[("type", "quote"), ("currency", "USD")], &price)?;
+            if let Some(msrp) = msrp {
+                x.leaf("pricecomments", &[], &format!("MSRP: {msrp} USD"))?;
+            }
+        }
+        (None, Some(msrp)) => x.leaf("price", &[("type", "msrp"), ("currency", "USD")], &msrp)?,
+        (None, None) => {}
     }
     if let Some(url) = v.text("vdp_url") {
         comments.push(format!("Listing: {url}"));
     }
     x.leaf("comments", &[], &comments.join("; "))?;
+    x.close("vehicle")
+}
+
+/// The vehicle block of a lead that names no vehicle (ADF requires one).
+fn general_inquiry(x: &mut Xml, interest: &str) -> std::io::Result<()> {
+    x.open("vehicle", &[("interest", interest)])?;
+    x.required("year", None)?;
+    x.required("make", None)?;
+    x.required("model", None)?;
+    x.leaf("comments", &[], "General inquiry: no vehicle named")?;
     x.close("vehicle")
 }
 
@@ -303,9 +341,11 @@ fn common_vehicle(
     v: &VehicleBlock<'_>,
     comments: &mut Vec<String>,
 ) -> std::io::Result<()> {
-    x.leaf_opt("year", &[], v.text("year").as_deref())?;
-    x.leaf_opt("make", &[], v.text("make").as_deref())?;
-    x.leaf_opt("model", &[], v.text("model").as_deref())?;
+    // Year, make and model are required by the DTD: an unknown one is an
+    // empty element, never guessed.
+    x.required("year", v.text("year").as_deref())?;
+    x.required("make", v.text("make").as_deref())?;
+    x.required("model", v.text("model").as_deref())?;
     x.leaf_opt("vin", &[], v.text("vin").as_deref())?;
     x.leaf_opt("stock", &[], v.text("stock").as_deref())?;
     x.leaf_opt("trim", &[], v.text("trim").as_deref())?;
@@ -368,8 +408,17 @@ fn customer(x: &mut Xml, req: &Value) -> std::io::Result<()> {
     x.open("contact", &[("primarycontact", "1")])?;
     x.leaf_opt("name", &[("part", "first")], first)?;
     x.leaf_opt("name", &[("part", "last")], last)?;
-    let full: Vec<&str> = [first, last].into_iter().flatten().map(str::trim).collect();
-    x.leaf("name", &[("part", "full")], &full.join(" "))?;
+    let full: Vec<String> = [first, last]
+        .into_iter()
+        .flatten()
+        .map(|n| xml_text(n).trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    // `<contact>` needs a `<name>`: empty when nothing printable is left.
+    match full.is_empty() {
+        true => x.required("name", None)?,
+        false => x.leaf("name", &[("part", "full")], &full.join(" "))?,
+    }
     let pref_email = if preferred == Some("email") { "1" } else { "0" };
     x.leaf_opt(
         "email",
@@ -387,18 +436,55 @@ fn customer(x: &mut Xml, req: &Value) -> std::io::Result<()> {
         str_at(c, &["phone"]),
     )?;
     if let Some(a) = c.get("address").filter(|a| a.is_object()) {
-        x.open("address", &[])?;
-        x.leaf_opt("street", &[("line", "1")], str_at(a, &["address_line_1"]))?;
-        x.leaf_opt("street", &[("line", "2")], str_at(a, &["address_line_2"]))?;
-        x.leaf_opt("city", &[], str_at(a, &["city"]))?;
-        x.leaf_opt("regioncode", &[], str_at(a, &["state"]))?;
-        x.leaf_opt("postalcode", &[], str_at(a, &["zip"]))?;
-        x.leaf("country", &[], str_at(a, &["country"]).unwrap_or("US"))?;
-        x.close("address")?;
+        address(x, a)?;
     }
     x.close("contact")?;
     x.leaf("comments", &[], &customer_comments(req))?;
     x.close("customer")
+}
+
+/// An AAP address as `<address>`. The DTD requires a `<street>`: an address
+/// without one is left out here, and a customer's goes to the comments
+/// instead (see [`address_without_street`]).
+fn address(x: &mut Xml, a: &Value) -> std::io::Result<()> {
+    if str_at(a, &["address_line_1"]).is_none() && str_at(a, &["address_line_2"]).is_none() {
+        return Ok(());
+    }
+    x.open("address", &[])?;
+    x.leaf_opt("street", &[("line", "1")], str_at(a, &["address_line_1"]))?;
+    x.leaf_opt("street", &[("line", "2")], str_at(a, &["address_line_2"]))?;
+    x.leaf_opt("city", &[], str_at(a, &["city"]))?;
+    x.leaf_opt("regioncode", &[], str_at(a, &["state"]))?;
+    x.leaf_opt("postalcode", &[], str_at(a, &["zip"]))?;
+    x.leaf("country", &[], str_at(a, &["country"]).unwrap_or("US"))?;
+    x.close("address")
+}
+
+/// A customer address with no street line (ADF's `<address>` needs one) as
+/// a comments paragraph, so the city, state and postal code still arrive:
+/// `Address (no street given): Oakland, CA 94601, US.`
+fn address_without_street(req: &Value) -> Option<String> {
+    let a = req.pointer("/customer/address").filter(|a| a.is_object())?;
+    if str_at(a, &["address_line_1"]).is_some() || str_at(a, &["address_line_2"]).is_some() {
+        return None;
+    }
+    let region: Vec<&str> = [str_at(a, &["state"]), str_at(a, &["zip"])]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .collect();
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(city) = str_at(a, &["city"]) {
+        parts.push(city.trim().to_string());
+    }
+    if !region.is_empty() {
+        parts.push(region.join(" "));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    parts.push(str_at(a, &["country"]).unwrap_or("US").trim().to_string());
+    Some(format!("Address (no street given): {}.", parts.join(", ")))
 }
 
 /// The buyer's message, the appointment request and the allowed contact
@@ -429,6 +515,9 @@ fn customer_comments(req: &Value) -> String {
         if let Some(n) = str_at(a, &["notes"]) {
             line.push_str(&format!(" Notes: {}", n.trim()));
         }
+        parts.push(line);
+    }
+    if let Some(line) = address_without_street(req) {
         parts.push(line);
     }
     if let Some(ch) = req
@@ -465,32 +554,45 @@ fn sales_value(list: Option<&Value>) -> Option<&str> {
 fn vendor(x: &mut Xml, dealer: &Value, listing: Option<&Value>) -> std::io::Result<()> {
     let roof = rooftop(dealer, listing);
     let name = str_at(dealer, &["name"]).or_else(|| roof.and_then(|r| str_at(r, &["name"])));
+    // The DTD requires `<vendorname>` and a `<contact>` with a name and an
+    // e-mail or a phone: what the profile does not give is an empty element.
     x.open("vendor", &[])?;
-    x.leaf_opt("vendorname", &[], name)?;
-    if let Some(r) = roof {
-        x.leaf_opt("url", &[], str_at(r, &["website"]))?;
-        x.open("contact", &[("primarycontact", "1")])?;
-        x.leaf_opt("name", &[("part", "full")], str_at(r, &["name"]).or(name))?;
-        x.leaf_opt("email", &[], sales_value(r.get("emails")))?;
-        x.leaf_opt("phone", &[("type", "voice")], sales_value(r.get("phones")))?;
-        if let Some(a) = r.get("address").filter(|a| a.is_object()) {
-            x.open("address", &[])?;
-            x.leaf_opt("street", &[("line", "1")], str_at(a, &["address_line_1"]))?;
-            x.leaf_opt("street", &[("line", "2")], str_at(a, &["address_line_2"]))?;
-            x.leaf_opt("city", &[], str_at(a, &["city"]))?;
-            x.leaf_opt("regioncode", &[], str_at(a, &["state"]))?;
-            x.leaf_opt("postalcode", &[], str_at(a, &["zip"]))?;
-            x.leaf("country", &[], str_at(a, &["country"]).unwrap_or("US"))?;
-            x.close("address")?;
-        }
-        x.close("contact")?;
+    x.required("vendorname", name)?;
+    x.leaf_opt("url", &[], roof.and_then(|r| str_at(r, &["website"])))?;
+    x.open("contact", &[("primarycontact", "1")])?;
+    let contact_name = roof.and_then(|r| str_at(r, &["name"])).or(name);
+    match contact_name {
+        Some(n) => x.leaf("name", &[("part", "full")], n)?,
+        None => x.required("name", None)?,
     }
+    let email = roof.and_then(|r| sales_value(r.get("emails")));
+    let phone = roof.and_then(|r| sales_value(r.get("phones")));
+    x.leaf_opt("email", &[], email)?;
+    match (email, phone) {
+        (None, None) => x.required("phone", None)?,
+        (_, phone) => x.leaf_opt("phone", &[("type", "voice")], phone)?,
+    }
+    if let Some(a) = roof
+        .and_then(|r| r.get("address"))
+        .filter(|a| a.is_object())
+    {
+        address(x, a)?;
+    }
+    x.close("contact")?;
     x.close("vendor")
 }
 
 fn provider(x: &mut Xml, req: &Value, network: Option<AdfNetwork<'_>>) -> std::io::Result<()> {
     let agent = str_at(req, &["source_agent", "name"]);
     let agent_url = str_at(req, &["source_agent", "url"]);
+    // `<provider>` is optional but needs a `<name>`: none without one.
+    let named = match network {
+        Some(n) => !xml_text(n.name).trim().is_empty(),
+        None => agent.is_some_and(|a| !xml_text(a).trim().is_empty()),
+    };
+    if !named {
+        return Ok(());
+    }
     x.open("provider", &[])?;
     match network {
         Some(n) => {
@@ -592,7 +694,7 @@ mod tests {
     }
 
     #[test]
-    fn minimal_lead_has_header_id_customer_vendor_provider_and_no_vehicle() {
+    fn minimal_lead_has_header_id_customer_vendor_provider_and_a_general_inquiry_vehicle() {
         let xml = doc(&base(), None, None);
         assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"));
         assert!(xml.contains("<?adf version=\"1.0\"?>"));
@@ -607,7 +709,14 @@ mod tests {
             texts(&els, "adf/prospect/requestdate"),
             ["2026-12-05T10:00:00Z"]
         );
-        assert!(texts(&els, "adf/prospect/vehicle").is_empty());
+        // The DTD requires a vehicle: empty year, make and model, said in comments.
+        assert_eq!(texts(&els, "adf/prospect/vehicle/year"), [""]);
+        assert_eq!(texts(&els, "adf/prospect/vehicle/make"), [""]);
+        assert_eq!(texts(&els, "adf/prospect/vehicle/model"), [""]);
+        assert_eq!(
+            texts(&els, "adf/prospect/vehicle/comments"),
+            ["General inquiry: no vehicle named"]
+        );
         assert_eq!(
             texts(&els, "adf/prospect/customer/contact/name"),
             ["Alex", "Sample", "Alex Sample"]
@@ -699,6 +808,40 @@ mod tests {
         assert_eq!(
             texts(&els, "adf/prospect/vendor/contact/phone"),
             ["+15105550100"]
+        );
+    }
+
+    #[test]
+    fn one_price_the_msrp_beside_it_or_alone() {
+        let mut req = base();
+        req["vehicle_of_interest"] = json!({"year": 2025, "make": "Toyota", "model": "Camry", "price": 30100, "msrp": 31000});
+        let els = read(&doc(&req, None, None));
+        let v = "adf/prospect/vehicle";
+        assert_eq!(texts(&els, &format!("{v}/price")), ["30100"]);
+        assert_eq!(attr(&els, &format!("{v}/price"), 0, "type"), Some("quote"));
+        assert_eq!(
+            texts(&els, &format!("{v}/pricecomments")),
+            ["MSRP: 31000 USD"]
+        );
+        req["vehicle_of_interest"] =
+            json!({"year": 2025, "make": "Toyota", "model": "Camry", "msrp": 31000});
+        let els = read(&doc(&req, None, None));
+        assert_eq!(texts(&els, &format!("{v}/price")), ["31000"]);
+        assert_eq!(attr(&els, &format!("{v}/price"), 0, "type"), Some("msrp"));
+        assert!(texts(&els, &format!("{v}/pricecomments")).is_empty());
+    }
+
+    #[test]
+    fn an_address_without_a_street_goes_to_the_comments() {
+        let mut req = base();
+        req["customer"]["address"] = json!({"city": "Oakland", "state": "CA", "zip": "94601"});
+        let els = read(&doc(&req, None, None));
+        assert!(texts(&els, "adf/prospect/customer/contact/address").is_empty());
+        let comments = texts(&els, "adf/prospect/customer/comments");
+        assert_eq!(comments.len(), 1);
+        assert!(
+            comments[0].starts_with("Address (no street given): Oakland, CA 94601, US."),
+            "{comments:?}"
         );
     }
 

@@ -427,6 +427,14 @@ impl Config {
                 at("backend.cursor_ttl_secs")
             ));
         }
+        if let Some(secret) = &e.cursor_secret {
+            if is_placeholder_secret(secret.expose()) {
+                return Err(format!(
+                    "{}: still the example's placeholder; set a long random secret shared by every instance (e.g. the output of `openssl rand -hex 32`, from {{ env = \"...\" }} or {{ file = \"...\" }})",
+                    at("backend.cursor_secret")
+                ));
+            }
+        }
         let feed_at = |k: &str| {
             if k.is_empty() {
                 at("backend.feed")
@@ -929,10 +937,24 @@ fn check_forwarding(
     Ok(())
 }
 
+/// A secret still set to the placeholder the shipped examples and comments
+/// show (`change-me`, `replace-with-…`): every copy of the example would
+/// share it, so it signs nothing.
+fn is_placeholder_secret(v: &str) -> bool {
+    let v = v.trim().to_ascii_lowercase();
+    v.contains("change-me") || v.contains("changeme") || v.starts_with("replace-with")
+}
+
 fn check_addr(key: &str, v: &str) -> Result<(), String> {
-    v.parse::<std::net::SocketAddr>()
-        .map(|_| ())
-        .map_err(|_| format!("{key}: {v:?} is not an address like 127.0.0.1:8080"))
+    let addr = v
+        .parse::<std::net::SocketAddr>()
+        .map_err(|_| format!("{key}: {v:?} is not an address like 127.0.0.1:8080"))?;
+    // Port 0 binds a port nobody is told about: /readyz and clients could
+    // never find the listener.
+    if addr.port() == 0 {
+        return Err(format!("{key}: {v:?} has port 0; pick a port"));
+    }
+    Ok(())
 }
 
 fn is_origin(o: &str) -> bool {
