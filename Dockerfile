@@ -48,6 +48,7 @@ RUN set -eu; \
         case "$f" in */lib.rs) : > "/plan/$f" ;; *) echo 'fn main() {}' > "/plan/$f" ;; esac; \
       done; \
       for s in src benches; do [ -d "$d/$s" ] && cp -a "$d/$s" "/srcs/$d/"; done; \
+      if [ -f "$d/build.rs" ]; then cp "$d/build.rs" "/srcs/$d/build.rs"; fi; \
     done; \
     find /plan -exec touch -h -d @0 {} +
 
@@ -81,8 +82,12 @@ RUN --mount=type=secret,id=cacerts \
 # The real sources; touched so cargo never takes them for the (older-stamped)
 # stand-ins it has already compiled.
 COPY --from=plan /srcs/ ./
+# The commit `--version` and aap_build_info report (.git is not in the build
+# context): tests/image/run.sh passes `--build-arg AAP_BUILD_COMMIT=$(git rev-parse --short=12 HEAD)`.
+ARG AAP_BUILD_COMMIT=unknown
 RUN --mount=type=secret,id=cacerts \
     set -eu; \
+    export AAP_BUILD_COMMIT; \
     if [ -s /run/secrets/cacerts ]; then export CARGO_HTTP_CAINFO=/run/secrets/cacerts; fi; \
     find . -path ./target -prune -o -name '*.rs' -exec touch {} +; \
     cargo build --profile "$PROFILE" --locked --bin aap-gateway; \

@@ -72,7 +72,9 @@ old_id="$($SUDO podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || 
 start=$SECONDS
 $SUDO buildah build --layers --isolation chroot "${ULIMITS[@]}" "${secret[@]}" \
   --build-arg "BUILDER_IMAGE=$BASE_IMAGE" --build-arg "RUNTIME_IMAGE=$BASE_IMAGE" \
-  --build-arg "PROFILE=$PROFILE" -t "$IMAGE" . >"$BUILD_LOG" 2>&1 \
+  --build-arg "PROFILE=$PROFILE" \
+  --build-arg "AAP_BUILD_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)" \
+  -t "$IMAGE" . >"$BUILD_LOG" 2>&1 \
   || { tail -n 60 "$BUILD_LOG" >&2; fail "buildah build failed (log: $BUILD_LOG)"; }
 echo "[image] built in $((SECONDS - start)) s; $(grep -c '^--> Using cache' "$BUILD_LOG" || true) steps from cache (log: $BUILD_LOG)"
 if grep -q '^--> Using cache' < <(grep -A1 'STEP .*cargo build --profile "$PROFILE" --locked --bin aap-gateway$' "$BUILD_LOG"); then

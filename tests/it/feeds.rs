@@ -260,6 +260,35 @@ fn the_csv_fixture_loads_with_exact_counts() {
     );
 }
 
+/// A Windows DMS export (Windows-1252 bytes: `Citro\xebn`, and `Co\xfbt` in a column the mapping
+/// does not use) with `encoding = "windows-1252"`: served over MCP with `Citroën` intact.
+#[test]
+fn a_windows_1252_csv_feed_is_served_with_its_accents() {
+    let dir = temp_dir("feed-1252");
+    let file = dir.join("export.csv");
+    let mut csv = b"VIN,Stock #,New/Used,Year,Make,Model,Internet Price,Co\xfbt\r\n".to_vec();
+    csv.extend_from_slice(b"VF7NCRFJ8PY000001,C1,U,2023,Citro\xebn,C5 Aircross,\"$24,500\",1\r\n");
+    csv.extend_from_slice(b"VF3MRHNSXNS000002,P2,N,2024,Peugeot,308 GT Premi\xe8re,31990,2\r\n");
+    std::fs::write(&file, &csv).unwrap();
+    let mapping = "encoding = \"windows-1252\"\n[tenants.backend.feed.columns]\nvin = \"VIN\"\nstock = \"Stock #\"\ncondition = \"New/Used\"\nyear = \"Year\"\nmake = \"Make\"\nmodel = \"Model\"\nprice = \"Internet Price\"\n[tenants.backend.feed.values.condition]\nN = \"new\"\nU = \"used\"\n";
+    let gw = Gateway::start_with(&feed_config(
+        &format!("format = \"csv\"\nfile = {:?}", file),
+        mapping,
+    ));
+    let data = search(
+        &gw,
+        json!({"type": "inventory.search.request", "filters": {"make": ["Citroën"]}}),
+    );
+    assert_eq!(data["total"], 1, "{data}");
+    let (err, sc) = gw.call_sc(
+        "aap_inventory_vehicle",
+        json!({"type": "inventory.vehicle.request", "stock": "P2"}),
+    );
+    assert!(!err, "{sc}");
+    assert_eq!(sc["data"]["model"], "308 GT Première", "{sc}");
+    assert_eq!(total(&gw), 2);
+}
+
 #[test]
 fn the_xml_fixture_loads_with_exact_counts() {
     let path = fixture("inventory.xml");

@@ -54,6 +54,10 @@ pub struct FeedConfig {
     /// A feed whose last successful load is older than this is reported stale.
     #[serde(default = "default_stale")]
     pub stale_after_secs: u64,
+    /// The feed's character encoding: `utf-8` (default), `windows-1252`,
+    /// `iso-8859-1` / `latin1`, or another WHATWG encoding label.
+    #[serde(default)]
+    pub encoding: Option<String>,
 }
 
 fn default_timeout() -> u64 {
@@ -94,7 +98,17 @@ impl FeedConfig {
             max_reject_share: default_share(),
             max_drop_share: default_share(),
             stale_after_secs: default_stale(),
+            encoding: None,
         }
+    }
+
+    /// The feed's encoding: UTF-8 when unset or unknown (`check` refuses an
+    /// unknown label before a feed is ever read).
+    pub fn encoding(&self) -> &'static encoding_rs::Encoding {
+        self.encoding
+            .as_deref()
+            .and_then(|l| encoding_rs::Encoding::for_label(l.trim().as_bytes()))
+            .unwrap_or(encoding_rs::UTF_8)
     }
 
     pub fn mapping(&self) -> Mapping {
@@ -104,6 +118,7 @@ impl FeedConfig {
             values: self.values.clone(),
             delimiter: self.delimiter.bytes().next().unwrap_or(b','),
             listing_element: self.listing_element.clone(),
+            encoding: self.encoding(),
         }
     }
 
@@ -178,6 +193,25 @@ impl FeedConfig {
         }
         if self.stale_after_secs == 0 {
             return Err(format!("{}: must be positive", at("stale_after_secs")));
+        }
+        if let Some(label) = &self.encoding {
+            match encoding_rs::Encoding::for_label(label.trim().as_bytes()) {
+                None => {
+                    return Err(format!(
+                        "{}: unknown encoding {label:?} (use utf-8, windows-1252 or iso-8859-1)",
+                        at("encoding")
+                    ))
+                }
+                // UTF-16 text is not byte-compatible with the CSV, XML and
+                // JSON readers' ASCII syntax; no DMS export uses it.
+                Some(e) if e == encoding_rs::UTF_16LE || e == encoding_rs::UTF_16BE => {
+                    return Err(format!(
+                        "{}: UTF-16 feeds are not supported (use utf-8, windows-1252 or iso-8859-1)",
+                        at("encoding")
+                    ))
+                }
+                Some(_) => {}
+            }
         }
         for (k, v) in [
             ("max_reject_share", self.max_reject_share),

@@ -1,5 +1,5 @@
 //! CSV feeds with the `csv` crate: a header row names the columns, each later row is one vehicle.
-//! Rows with a different number of cells or invalid UTF-8 are rejected; the others are converted.
+//! Rows with a different number of cells or invalid UTF-8 in a mapped cell are rejected; the others are converted.
 
 use super::{Builder, FeedError, Mapping, Raw, Row, FIELDS};
 
@@ -11,13 +11,17 @@ pub(super) fn read(bytes: &[u8], mapping: &Mapping, b: &mut Builder<'_>) -> Resu
         .flexible(true)
         .has_headers(true)
         .from_reader(bytes);
-    let headers = reader
-        .headers()
+    // Headers are read as bytes: a byte that is not UTF-8 in a column the
+    // mapping never names must not make the whole feed unreadable.
+    let headers: Vec<String> = reader
+        .byte_headers()
         .map_err(|e| FeedError::Syntax {
             format: "CSV",
             problem: format!("the header row cannot be read: {e}"),
         })?
-        .clone();
+        .iter()
+        .map(|h| String::from_utf8_lossy(h).into_owned())
+        .collect();
     let width = headers.len();
     let position = |name: &str| {
         headers
@@ -87,7 +91,12 @@ pub(super) fn read(bytes: &[u8], mapping: &Mapping, b: &mut Builder<'_>) -> Resu
             }
         }
         match bad_text {
-            Some(field) => b.reject(row_no, None, field, "not valid UTF-8 text"),
+            Some(field) => b.reject(
+                row_no,
+                None,
+                field,
+                "not valid UTF-8 text (set the feed's encoding, e.g. encoding = \"windows-1252\")",
+            ),
             None => b.row(row_no, row),
         }
     }

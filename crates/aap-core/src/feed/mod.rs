@@ -55,6 +55,9 @@ pub struct Mapping {
     pub delimiter: u8,
     /// XML: the element holding one vehicle.
     pub listing_element: String,
+    /// The feed's character encoding; anything but UTF-8 is transcoded to
+    /// UTF-8 before parsing (a UTF-8 byte order mark still wins).
+    pub encoding: &'static encoding_rs::Encoding,
 }
 
 impl Default for Mapping {
@@ -65,6 +68,7 @@ impl Default for Mapping {
             values: BTreeMap::new(),
             delimiter: b',',
             listing_element: "listing".into(),
+            encoding: encoding_rs::UTF_8,
         }
     }
 }
@@ -317,6 +321,17 @@ pub fn parse(
     now: &str,
 ) -> Result<Parsed, FeedError> {
     let mut b = Builder::new(mapping, schemas, now);
+    // A Windows DMS export in Windows-1252 (`Citro\xebn`) becomes UTF-8 text
+    // first; every single-byte encoding decodes every byte, so nothing fails
+    // here. UTF-8 feeds are read as they are (no copy).
+    let transcoded;
+    let bytes = if mapping.encoding == encoding_rs::UTF_8 {
+        bytes
+    } else {
+        let (text, _, _) = mapping.encoding.decode(bytes);
+        transcoded = text.into_owned().into_bytes();
+        transcoded.as_slice()
+    };
     match format {
         Format::Csv => csv::read(bytes, mapping, &mut b)?,
         Format::Xml => xml::read(bytes, mapping, &mut b)?,

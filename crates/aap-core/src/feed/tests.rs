@@ -259,3 +259,79 @@ fn dealer_numbers() {
     assert_eq!(whole_number(""), None);
     assert_eq!(number("65.5 kWh"), Some(65.5));
 }
+
+/// The dealer mapping without the columns the Windows export does not have.
+fn export_mapping() -> Mapping {
+    let mut m = dealer_mapping();
+    for f in ["mileage", "photos", "features"] {
+        m.columns.remove(f);
+    }
+    m
+}
+
+/// A Windows DMS export: `Citro\xebn` in a mapped column and `Co\xfbt` in an
+/// unmapped header column (Windows-1252 bytes, not UTF-8).
+fn windows_1252_csv() -> Vec<u8> {
+    let mut csv = b"VIN,StockNumber,Type,year,make,model,InternetPrice,Co\xfbt\n".to_vec();
+    csv.extend_from_slice(b"VF7NCRFJ8PY000001,C1,U,2023,Citro\xebn,C5 Aircross,\"$24,500\",1\n");
+    csv.extend_from_slice(b"1HGCV1F34LA000002,A2,U,2021,Honda,Civic,19995,2\n");
+    csv
+}
+
+#[test]
+fn a_windows_1252_feed_is_transcoded_with_its_encoding_set() {
+    let mut m = export_mapping();
+    m.encoding = encoding_rs::WINDOWS_1252;
+    let p = parse(Format::Csv, &m, &windows_1252_csv(), &schemas(), NOW).unwrap();
+    assert_eq!(p.report.loaded, 2, "{:?}", p.report.rejected);
+    assert_eq!(p.vehicles[0]["make"], "Citroën");
+    // ISO-8859-1 (latin1) is read the same way.
+    m.encoding = encoding_rs::Encoding::for_label(b"latin1").unwrap();
+    let p = parse(Format::Csv, &m, &windows_1252_csv(), &schemas(), NOW).unwrap();
+    assert_eq!(p.vehicles[0]["make"], "Citroën");
+}
+
+#[test]
+fn without_the_encoding_only_the_row_is_rejected_and_the_header_still_reads() {
+    let p = parse(
+        Format::Csv,
+        &export_mapping(),
+        &windows_1252_csv(),
+        &schemas(),
+        NOW,
+    )
+    .expect("a non-UTF-8 byte in an unmapped header column does not refuse the feed");
+    assert_eq!(p.report.rows, 2);
+    assert_eq!(p.report.loaded, 1);
+    let reason = p.report.rejected[0].to_string();
+    assert!(
+        reason.contains("make") && reason.contains("encoding"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("Citro"),
+        "no value in the reason: {reason}"
+    );
+}
+
+#[test]
+fn a_windows_1252_xml_feed_is_transcoded() {
+    let mut xml = b"<?xml version=\"1.0\" encoding=\"windows-1252\"?>\n<listings><listing><vin>VF7NCRFJ8PY000001</vin><year>2023</year><make>Citro\xebn</make><model>C5</model><price>24500</price><condition>used</condition></listing></listings>\n".to_vec();
+    let mut m = Mapping {
+        encoding: encoding_rs::WINDOWS_1252,
+        ..Mapping::default()
+    };
+    let p = parse(Format::Xml, &m, &xml, &schemas(), NOW).unwrap();
+    assert_eq!(p.report.loaded, 1, "{:?}", p.report.rejected);
+    assert_eq!(p.vehicles[0]["make"], "Citroën");
+    // A UTF-8 byte order mark wins over the configured encoding.
+    m.encoding = encoding_rs::WINDOWS_1252;
+    let utf8 = String::from_utf8_lossy(&xml).replace('\u{fffd}', "ë");
+    xml = [
+        b"\xef\xbb\xbf".as_slice(),
+        utf8.replace("windows-1252", "UTF-8").as_bytes(),
+    ]
+    .concat();
+    let p = parse(Format::Xml, &m, &xml, &schemas(), NOW).unwrap();
+    assert_eq!(p.vehicles[0]["make"], "Citroën");
+}
