@@ -10,6 +10,7 @@ mod admin;
 mod auth;
 mod browser;
 mod clusters;
+mod compat_profiles;
 mod contract;
 mod demo;
 mod feeds;
