@@ -587,15 +587,15 @@ fn not_found(rt: &ConfigGeneration, req: &HttpRequest) -> HttpResponse {
             }),
         );
     }
-    let mcp = (bare != path)
-        .then(|| {
-            rt.routes
-                .endpoints
-                .get(bare)
-                .map(|e| e.path.as_str())
-                .or_else(|| rt.routes.relays.get(bare).map(|_| bare))
-        })
-        .flatten();
+    let mcp = if bare == path {
+        None
+    } else {
+        rt.routes
+            .endpoints
+            .get(bare)
+            .map(|e| e.path.as_str())
+            .or_else(|| rt.routes.relays.get(bare).map(|_| bare))
+    };
     let message = match mcp {
         Some(p) => format!(
             "No MCP endpoint is mounted at this path; the MCP endpoint is {p} (without the trailing slash)"

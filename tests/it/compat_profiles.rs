@@ -225,7 +225,8 @@ fn a2a_trailing_slash_and_404_shapes() {
         "jsonrpc": "2.0", "id": "req-1", "method": "SendMessage",
         "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [
             {"data": {"type": "dealer.information.request"},
-             "mediaType": "application/vnd.autoagent.dealer-information-request+json"}]}}
+             "mediaType": "application/vnd.autoagent.dealer-information-request+json"}]},
+                   "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.dealer-information-response+json"]}}
     })
     .to_string();
     let headers = [

@@ -261,9 +261,7 @@ fn nullable(p: &mut Value) {
         return;
     };
     if let Some(r) = obj.remove("$ref") {
-        let mut branches = vec![json!({ "$ref": r })];
-        branches.push(json!({"type": "null"}));
-        obj.insert("anyOf".into(), Value::Array(branches));
+        obj.insert("anyOf".into(), json!([{ "$ref": r }, {"type": "null"}]));
         return;
     }
     match obj.get_mut("type") {
