@@ -273,7 +273,7 @@ fn a2a_trailing_slash_and_404_shapes() {
     assert_eq!(j["id"], "req-1");
     let msg = j["error"]["message"].as_str().unwrap();
     assert!(
-        msg.contains("No A2A endpoint") && !msg.contains("MCP"),
+        msg.contains("No A2A endpoint") && !msg.contains("No MCP endpoint"),
         "{msg}"
     );
 
