@@ -180,6 +180,7 @@ fn benches(c: &mut Criterion) {
         outcome: "ok",
         status: 200,
         filled: &["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"],
+        nulls_dropped: &[],
         latency_us: 412,
     };
     c.bench_function("access log line", |b| {

@@ -30,6 +30,8 @@ echo "== cargo test --release --workspace"
 cargo test --release --workspace -- --test-threads=4
 echo "== SDK end-to-end tests"
 bash tests/sdk/run.sh target/release/aap-gateway
+echo "== agent frameworks with host compatibility profiles (PyPI openai-agents, mcp-use, autogen-ext)"
+bash tests/sdk/compat/run.sh target/release/aap-gateway
 echo "== official MCP conformance suite (Node 22 from npm)"
 bash tests/conformance/run.sh target/release/aap-gateway
 # Fuzzing is always bounded: a short pass per target by default, five

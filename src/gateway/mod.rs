@@ -250,7 +250,7 @@ impl Gateway {
                     publish::serve(docs, kind, &req, &mut ctx)
                 } else {
                     ctx.outcome = "no_route".into();
-                    not_found()
+                    not_found(&rt, &req)
                 }
             }
         };
@@ -315,7 +315,7 @@ impl Gateway {
             }
             Target::Path => {
                 ctx.outcome = "no_route".into();
-                return Some(finish(&ctx, not_found()));
+                return Some(finish(&ctx, not_found(&rt, req)));
             }
         };
         ctx.tenant = Some(tenant.clone());
@@ -397,7 +397,13 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
         return match &u.serve {
             Serve::Endpoint(e) if p == e.path || p == "/mcp" => Target::Endpoint(e),
             Serve::Endpoint(e)
-                if p == "/a2a" || rt.routes.a2a.get(p).is_some_and(|a| Arc::ptr_eq(a, e)) =>
+                if p == "/a2a"
+                    || p == "/a2a/"
+                    || rt
+                        .routes
+                        .a2a
+                        .get(p.strip_suffix('/').unwrap_or(p))
+                        .is_some_and(|a| Arc::ptr_eq(a, e)) =>
             {
                 Target::A2a(e)
             }
@@ -410,6 +416,13 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
     } else if let Some(m) = rt.routes.relays.get(&req.path) {
         Target::Relay(m)
     } else if let Some(e) = rt.routes.a2a.get(&req.path) {
+        Target::A2a(e)
+    } else if let Some(e) = req
+        .path
+        .strip_suffix('/')
+        .and_then(|p| rt.routes.a2a.get(p))
+    {
+        // An A2A client that appends a slash to the interface URL.
         Target::A2a(e)
     } else {
         Target::Path
@@ -553,12 +566,41 @@ async fn admit_traced(
     admitted
 }
 
-fn not_found() -> HttpResponse {
-    HttpResponse::json(
-        404,
-        &json!({
-            "error": "not_found",
-            "message": "No MCP endpoint is mounted at this path"
-        }),
-    )
+/// The 404 of a path no route serves, in the shape of the binding the path looks like: an
+/// A2A JSON-RPC error for a path whose last segment is `a2a`, else the gateway's JSON error.
+/// A trailing slash after a tenant's MCP path names that exact path (the client's own path
+/// is never echoed).
+fn not_found(rt: &ConfigGeneration, req: &HttpRequest) -> HttpResponse {
+    let path = req.path.as_str();
+    let bare = path.strip_suffix('/').unwrap_or(path);
+    if bare.rsplit('/').next() == Some(crate::a2a::PATH_SEGMENT) {
+        let id = crate::mcp::jsonrpc::request_id(&req.body, rt.config.limits.max_json_depth);
+        return HttpResponse::json(
+            404,
+            &json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": -32600,
+                    "message": "No A2A endpoint is mounted at this path; a tenant's A2A path is its MCP path with the last segment replaced by a2a (see its Agent Card)"
+                }
+            }),
+        );
+    }
+    let mcp = if bare == path {
+        None
+    } else {
+        rt.routes
+            .endpoints
+            .get(bare)
+            .map(|e| e.path.as_str())
+            .or_else(|| rt.routes.relays.get(bare).map(|_| bare))
+    };
+    let message = match mcp {
+        Some(p) => format!(
+            "No MCP endpoint is mounted at this path; the MCP endpoint is {p} (without the trailing slash)"
+        ),
+        None => "No MCP endpoint is mounted at this path".to_owned(),
+    };
+    HttpResponse::json(404, &json!({ "error": "not_found", "message": message }))
 }

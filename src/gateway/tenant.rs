@@ -412,6 +412,7 @@ pub(super) fn build(
                 })
         }),
         tools,
+        drop_nulls: t.host_compat.drops_nulls(),
         page_size: t.tools_page_size,
         list_ttl_ms: t.list_ttl_ms,
         instructions: t.instructions.clone(),

@@ -11,6 +11,7 @@ mod auth;
 mod browser;
 mod cli;
 mod clusters;
+mod compat_profiles;
 mod contract;
 mod demo;
 mod feeds;

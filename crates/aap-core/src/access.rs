@@ -32,6 +32,9 @@ pub struct AccessRecord<'a> {
     /// The mirror headers the gateway filled in, written as a list in text
     /// (`["Mcp-Method", "Mcp-Name"]`), as the tracing format has it.
     pub filled: &'a [&'static str],
+    /// Host compatibility: the JSON Pointers of explicit nulls dropped from the arguments
+    /// (written only when there are some; paths, never values).
+    pub nulls_dropped: &'a [String],
     pub latency_us: u64,
 }
 
@@ -47,7 +50,7 @@ pub fn enabled() -> bool {
 /// let r = AccessRecord {
 ///     correlation_id: "c0ffee", tenant: "demo", binding: "mcp", mcp_revision: "2026-07-28",
 ///     aap_version: "3.0.0", http_method: "POST", rpc_method: "tools/call",
-///     skill: "inventory.search", outcome: "ok", status: 200, filled: &["Mcp-Name"], latency_us: 412,
+///     skill: "inventory.search", outcome: "ok", status: 200, filled: &["Mcp-Name"], nulls_dropped: &[], latency_us: 412,
 /// };
 /// let at = time::macros::datetime!(2026-12-04 01:27:45.611338 UTC);
 /// let v: serde_json::Value = serde_json::from_slice(&line(&r, at)).unwrap();
@@ -83,6 +86,10 @@ pub fn line(record: &AccessRecord<'_>, now: OffsetDateTime) -> Vec<u8> {
     out.extend_from_slice(itoa::Buffer::new().format(record.status).as_bytes());
     member(&mut out, "filled");
     crate::json::write_str(&mut out, &list_text(record.filled));
+    if !record.nulls_dropped.is_empty() {
+        member(&mut out, "nulls_dropped");
+        crate::json::write_str(&mut out, &list_text(record.nulls_dropped));
+    }
     member(&mut out, "latency_us");
     out.extend_from_slice(itoa::Buffer::new().format(record.latency_us).as_bytes());
     out.extend_from_slice(b"},\"target\":\"access\"}\n");
@@ -98,7 +105,7 @@ fn member(out: &mut Vec<u8>, name: &str) {
 
 /// `["Mcp-Method", "Mcp-Name"]`: the list as `Debug` prints it, which is
 /// what tracing's JSON format shows for a list field.
-fn list_text(names: &[&str]) -> String {
+fn list_text<S: AsRef<str>>(names: &[S]) -> String {
     use std::fmt::Write as _;
     let mut text = String::with_capacity(2 + names.len() * 24);
     text.push('[');
@@ -107,7 +114,7 @@ fn list_text(names: &[&str]) -> String {
             text.push_str(", ");
         }
         // Writing to a String cannot fail.
-        let _ = write!(text, "{name:?}");
+        let _ = write!(text, "{:?}", name.as_ref());
     }
     text.push(']');
     text
@@ -187,6 +194,7 @@ mod tests {
             outcome: "-32601",
             status: 200,
             filled,
+            nulls_dropped: &[],
             latency_us: 7,
         }
     }

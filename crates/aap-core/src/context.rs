@@ -42,6 +42,9 @@ pub struct RequestCtx {
     pub outcome: String,
     /// Mirror headers the gateway derived because the client omitted them.
     pub filled: Vec<&'static str>,
+    /// Host compatibility: JSON Pointers of the explicit nulls dropped from the arguments
+    /// (property paths only, never values).
+    pub nulls_dropped: Vec<String>,
     /// The W3C trace context and phase times, when tracing is configured
     /// (the gateway crate sets it after `new_ctx`; see `crate::trace`).
     pub trace: Option<Arc<Trace>>,
@@ -79,6 +82,7 @@ impl RequestCtx {
             skill: None,
             outcome: String::new(),
             filled: Vec::new(),
+            nulls_dropped: Vec::new(),
             trace: None,
         }
     }
@@ -99,6 +103,7 @@ impl RequestCtx {
             outcome: &self.outcome,
             status,
             filled: &self.filled,
+            nulls_dropped: &self.nulls_dropped,
             latency_us: elapsed.as_micros() as u64,
         };
         crate::metrics::record(&record, elapsed.as_secs_f64());

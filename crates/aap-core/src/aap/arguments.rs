@@ -47,6 +47,14 @@ impl<'a> Arguments<'a> {
         }
     }
 
+    /// Arguments that own `doc` (rewritten by the gateway, e.g. host compatibility).
+    pub fn owned(doc: Doc) -> Arguments<'static> {
+        Arguments {
+            doc: Cow::Owned(doc),
+            tree: OnceLock::new(),
+        }
+    }
+
     /// `{}`: what a call without arguments is checked as.
     pub fn empty() -> Arguments<'static> {
         Arguments {

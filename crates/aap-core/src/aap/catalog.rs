@@ -1,6 +1,7 @@
 //! The MCP tool catalog, generated from the schemas and a tenant's skills.
 
-use super::schemas::{host_compat_input, SchemaSet, AAP_RELEASE, SCHEMA_BASE_URL};
+use super::compat::{self, HostCompat};
+use super::schemas::{SchemaSet, AAP_RELEASE, SCHEMA_BASE_URL};
 use super::skill::Skill;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -11,7 +12,8 @@ pub const AAP_META_KEY: &str = "autoagentprotocol.org/aap";
 
 #[derive(Debug, Clone)]
 pub struct CatalogOptions {
-    pub host_compat: bool,
+    /// The tenant's host compatibility profiles (all off: the canonical catalog).
+    pub host_compat: HostCompat,
     pub idempotency_ttl: Duration,
 }
 
@@ -49,7 +51,13 @@ fn description(skill: Skill, opts: &CatalogOptions) -> String {
 
 fn annotations(skill: Skill) -> Value {
     if skill.is_read() {
-        json!({ "title": title(skill), "readOnlyHint": true, "openWorldHint": true })
+        json!({
+            "title": title(skill),
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": true
+        })
     } else {
         json!({
             "title": title(skill),
@@ -103,12 +111,8 @@ pub fn tool(
     capabilities: Option<&Value>,
     opts: &CatalogOptions,
 ) -> Result<Value, String> {
-    let input = schemas.request_doc(skill);
-    let input = if opts.host_compat {
-        host_compat_input(input).map_err(|e| format!("{}: {e}", skill.tool_name()))?
-    } else {
-        input.clone()
-    };
+    let input = compat::input_schema(schemas.request_doc(skill), &opts.host_compat)
+        .map_err(|e| format!("{}: {e}", skill.tool_name()))?;
     let mut aap = Map::new();
     aap.insert("version".into(), json!(AAP_RELEASE));
     aap.insert("skill".into(), json!(skill.id()));
@@ -234,7 +238,7 @@ impl CatalogInterner {
         let key = format!(
             "{ordered:?}|{}|{}|{}|{page_size}",
             capabilities.map(Value::to_string).unwrap_or_default(),
-            opts.host_compat,
+            opts.host_compat.names().join(","),
             opts.idempotency_ttl.as_millis(),
         );
         if let Some(c) = self.built.get(&key) {

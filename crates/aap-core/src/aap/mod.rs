@@ -5,6 +5,7 @@ pub mod adf;
 pub mod arguments;
 pub mod backend;
 pub mod catalog;
+pub mod compat;
 pub mod contract;
 pub mod cursor;
 pub mod error;

@@ -199,8 +199,9 @@ pub struct TenantConfig {
     pub session_idle_secs: u64,
     #[serde(default = "defaults::default_page_size")]
     pub tools_page_size: usize,
+    /// `true`/`false`, or the host compatibility profiles by name (docs/configuration.md).
     #[serde(default)]
-    pub host_compat: bool,
+    pub host_compat: crate::aap::compat::HostCompat,
     #[serde(default = "defaults::default_list_ttl")]
     pub list_ttl_ms: u64,
     #[serde(default)]

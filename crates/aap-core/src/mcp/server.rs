@@ -36,6 +36,9 @@ pub struct Endpoint {
     pub sessions: Option<Arc<SessionStore>>,
     /// Shared by every tenant with the same catalog (`aap::catalog::CatalogInterner`).
     pub tools: Arc<crate::aap::catalog::ToolCatalog>,
+    /// Host compatibility (`openai-strict`, `null-as-absent`): an explicit `null` for an
+    /// optional, non-nullable property is dropped before the canonical validation.
+    pub drop_nulls: bool,
     pub page_size: usize,
     pub list_ttl_ms: u64,
     pub instructions: Option<String>,
@@ -644,6 +647,34 @@ impl Endpoint {
         body
     }
 
+    /// `arguments` with every explicit `null` of an optional, non-nullable property removed
+    /// (host compatibility); the access line lists the dropped properties' paths.
+    fn without_nulls<'a>(
+        &self,
+        skill: Skill,
+        arguments: Arguments<'a>,
+        out: &mut RequestCtx,
+    ) -> Arguments<'a> {
+        // Most calls hold no null at all: keep the client's document untouched.
+        if !arguments.raw().contains("null") {
+            return arguments;
+        }
+        let mut value = arguments.value().clone();
+        let dropped =
+            crate::aap::compat::drop_nulls(self.contract.schemas.request_doc(skill), &mut value);
+        if dropped.is_empty() {
+            return arguments;
+        }
+        out.nulls_dropped = dropped;
+        match serde_json::to_string(&value)
+            .ok()
+            .and_then(|text| Doc::parse(&text).ok())
+        {
+            Some(doc) => Arguments::owned(doc),
+            None => arguments,
+        }
+    }
+
     /// True when the tenant serves `skill` (its tool is in `tools/list`).
     pub fn implements(&self, skill: Skill) -> bool {
         self.tools.iter().any(|t| t["name"] == skill.tool_name())
@@ -665,6 +696,11 @@ impl Endpoint {
         let arguments = match ctx.arguments {
             Some(doc) => Arguments::new(doc),
             None => Arguments::empty(),
+        };
+        let arguments = if self.drop_nulls {
+            self.without_nulls(skill, arguments, out)
+        } else {
+            arguments
         };
         let mut forward = Forward {
             param_headers: ctx
