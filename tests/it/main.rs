@@ -7,10 +7,12 @@
 mod a2a_inbound;
 mod adf;
 mod admin;
+mod admin_cli;
 mod auth;
 mod browser;
 mod cli;
 mod clusters;
+mod console;
 mod contract;
 mod demo;
 mod feeds;
