@@ -81,7 +81,7 @@ pub fn run(cfg: &Config, args: &AdminArgs) -> ExitCode {
                 format!("/admin/tenants/{id}/stats"),
                 None,
             )],
-            (None, Some(n)) if !safe(by) => return bad(&format!("--by {by:?}: not a ranking")),
+            (None, Some(_)) if !safe(by) => return bad(&format!("--by {by:?}: not a ranking")),
             (None, Some(n)) => vec![(
                 reqwest::Method::GET,
                 format!("/admin/tenants/top?by={by}&n={n}"),

@@ -52,7 +52,10 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
 
     // status: a table and JSON.
     let table = ok(&admin(&gw, t, &["status"]));
-    assert!(table.contains("config_generation") && table.contains("reloads (newest first)"), "{table}");
+    assert!(
+        table.contains("config_generation") && table.contains("reloads (newest first)"),
+        "{table}"
+    );
     let s = json(&gw, &["status"]);
     assert_eq!(s[0]["config_generation"], 1, "{s}");
     assert_eq!(s[0]["tenants"], 1, "{s}");
@@ -63,7 +66,11 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     let out = ok(&admin(&gw, t, &["reload"]));
     assert!(out.starts_with("reloaded: config generation 2"), "{out}");
     let good = std::fs::read_to_string(&gw.config).unwrap();
-    std::fs::write(&gw.config, good.replace("[server]", "[server]\nno_such_key = 1")).unwrap();
+    std::fs::write(
+        &gw.config,
+        good.replace("[server]", "[server]\nno_such_key = 1"),
+    )
+    .unwrap();
     let rejected = admin(&gw, t, &["reload"]);
     assert_eq!(rejected.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&rejected.stderr).contains("422"));
@@ -72,25 +79,48 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     let reloads = s[1]["reloads"].as_array().unwrap();
     assert_eq!(reloads.len(), 2, "{s}");
     assert_eq!(reloads[0]["result"], "rejected");
-    assert!(reloads[0]["error"].as_str().unwrap().contains("no_such_key"), "{s}");
+    assert!(
+        reloads[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_key"),
+        "{s}"
+    );
     assert_eq!(reloads[0]["config_generation"], 2);
     assert_eq!(reloads[1]["result"], "reloaded");
     assert_eq!(s[0]["last_reload"]["result"], "rejected");
 
     // tenants: all, one, top; an unknown one is a 404 (exit 1).
-    gw.call_sc("aap_inventory_search", serde_json::json!({"type": "inventory.search.request"}));
+    gw.call_sc(
+        "aap_inventory_search",
+        serde_json::json!({"type": "inventory.search.request"}),
+    );
     let table = ok(&admin(&gw, t, &["tenants"]));
-    assert!(table.lines().next().unwrap().starts_with("tenant"), "{table}");
+    assert!(
+        table.lines().next().unwrap().starts_with("tenant"),
+        "{table}"
+    );
     assert!(table.contains("demo-toyota"), "{table}");
     let all = json(&gw, &["tenants"]);
     assert_eq!(all["tenants"][0]["tenant"], "demo-toyota");
-    assert!(all["tenants"][0]["requests"].as_u64().unwrap() >= 1, "{all}");
+    assert!(
+        all["tenants"][0]["requests"].as_u64().unwrap() >= 1,
+        "{all}"
+    );
     let one = json(&gw, &["tenants", "--id", "demo-toyota"]);
     assert_eq!(one["tenant"], "demo-toyota");
     let top = json(&gw, &["tenants", "--top", "5", "--by", "requests"]);
     assert_eq!(top["top"][0]["tenant"], "demo-toyota", "{top}");
-    assert_eq!(admin(&gw, t, &["tenants", "--id", "no-such-tenant"]).status.code(), Some(1));
-    assert_eq!(admin(&gw, t, &["tenants", "--id", "../x"]).status.code(), Some(2));
+    assert_eq!(
+        admin(&gw, t, &["tenants", "--id", "no-such-tenant"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        admin(&gw, t, &["tenants", "--id", "../x"]).status.code(),
+        Some(2)
+    );
 
     // feeds and leads.
     let table = ok(&admin(&gw, t, &["feeds"]));
@@ -105,20 +135,35 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     let text = ok(&admin(&gw, t, &["config"]));
     assert!(!text.contains(CURSOR_SECRET), "{text}");
     assert!(text.contains("cursor_secret = \"<redacted>\""), "{text}");
-    assert!(text.contains("admin_token_env = \"AAP_ADMIN_TOKEN\""), "{text}");
+    assert!(
+        text.contains("admin_token_env = \"AAP_ADMIN_TOKEN\""),
+        "{text}"
+    );
     let c = json(&gw, &["config"]);
-    assert_eq!(c["config"]["tenants"][0]["backend"]["cursor_secret"], "<redacted>");
+    assert_eq!(
+        c["config"]["tenants"][0]["backend"]["cursor_secret"],
+        "<redacted>"
+    );
     assert_eq!(c["config"]["tenants"][0]["id"], "demo-toyota");
     assert!(!c.to_string().contains(CURSOR_SECRET));
 
     // log-level: read, set (debug lines appear), refuse a bad filter.
-    assert_eq!(ok(&admin(&gw, t, &["log-level"])).trim(), "log filter: info");
+    assert_eq!(
+        ok(&admin(&gw, t, &["log-level"])).trim(),
+        "log filter: info"
+    );
     let out = ok(&admin(&gw, t, &["log-level", "debug"]));
     assert_eq!(out.trim(), "log filter: debug (was info)");
     assert_eq!(json(&gw, &["log-level"])["filter"], "debug");
-    gw.call_sc("aap_inventory_search", serde_json::json!({"type": "inventory.search.request"}));
+    gw.call_sc(
+        "aap_inventory_search",
+        serde_json::json!({"type": "inventory.search.request"}),
+    );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(gw.logs().contains("\"level\":\"DEBUG\""), "no debug line after the change");
+    assert!(
+        gw.logs().contains("\"level\":\"DEBUG\""),
+        "no debug line after the change"
+    );
     let bad = admin(&gw, t, &["log-level", "x=y=z"]);
     assert_eq!(bad.status.code(), Some(1));
     assert_eq!(json(&gw, &["log-level"])["filter"], "debug");
@@ -132,8 +177,20 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     assert_eq!(wrong.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("401"));
     // And the views themselves need the token, even to read.
-    for path in ["/admin/status", "/admin/reloads", "/admin/tenants", "/admin/feeds", "/admin/clusters", "/admin/config", "/admin/log-level"] {
-        assert_eq!(request(gw.admin, "GET", path, &[], b"").status, 401, "{path}");
+    for path in [
+        "/admin/status",
+        "/admin/reloads",
+        "/admin/tenants",
+        "/admin/feeds",
+        "/admin/clusters",
+        "/admin/config",
+        "/admin/log-level",
+    ] {
+        assert_eq!(
+            request(gw.admin, "GET", path, &[], b"").status,
+            401,
+            "{path}"
+        );
     }
     let r = request(gw.admin, "PUT", "/admin/log-level", &[], b"debug");
     assert_eq!(r.status, 401);

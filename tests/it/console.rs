@@ -79,7 +79,12 @@ impl Browser {
             .unwrap_or_else(|e| panic!("{method}: {e}"))
     }
 
-    fn try_send(&mut self, session: Option<&str>, method: &str, params: Value) -> Result<Value, Value> {
+    fn try_send(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
         self.next += 1;
         let id = self.next;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -255,7 +260,10 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
             &[("authorization", ADMIN_AUTH)],
             b"",
         );
-        if r.json()["dead_letters"].as_array().is_some_and(|a| a.len() == 1) {
+        if r.json()["dead_letters"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
+        {
             break;
         }
         assert!(Instant::now() < deadline, "no dead letter: {}", r.text());
@@ -266,33 +274,65 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
     let page = request(gw.admin, "GET", "/", &[], b"");
     assert_eq!(page.status, 200);
     let csp = page.header("content-security-policy").unwrap().to_owned();
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
     assert!(!page.text().contains("<script>"), "no inline script");
-    assert_eq!(request(gw.admin, "GET", "/console.js", &[], b"").status, 200);
+    assert_eq!(
+        request(gw.admin, "GET", "/console.js", &[], b"").status,
+        200
+    );
 
     let mut b = Browser::start(&exe);
     let url = format!("http://127.0.0.1:{}/", gw.admin);
     b.navigate(&url);
     // No token: the sign-in form, no data.
     b.wait_for("document.body.dataset.state === 'login'");
-    assert_eq!(b.wait_for("document.getElementById('console').hidden"), true);
+    assert_eq!(
+        b.wait_for("document.getElementById('console').hidden"),
+        true
+    );
     // A wrong token is refused by the gateway and the form comes back.
     b.run("document.getElementById('token').value = 'wrong-token-0123456789abc'; document.getElementById('login').requestSubmit();");
     let msg = b.wait_for("document.getElementById('message').textContent.includes('Refused (401)') && document.getElementById('message').textContent");
-    assert!(msg.as_str().unwrap().contains("admin token is not valid"), "{msg}");
+    assert!(
+        msg.as_str().unwrap().contains("admin token is not valid"),
+        "{msg}"
+    );
     assert_eq!(b.wait_for("document.body.dataset.state"), "login");
-    assert_eq!(b.wait_for("document.getElementById('console').hidden"), true);
-    assert_eq!(b.wait_for("document.querySelectorAll('#tenants tbody tr').length === 0"), true);
+    assert_eq!(
+        b.wait_for("document.getElementById('console').hidden"),
+        true
+    );
+    assert_eq!(
+        b.wait_for("document.querySelectorAll('#tenants tbody tr').length === 0"),
+        true
+    );
 
     // The right token: the demo tenant, searchable; the dead letter.
     b.run(&format!("document.getElementById('token').value = '{ADMIN_TOKEN}'; document.getElementById('login').requestSubmit();"));
     b.wait_for("document.body.dataset.state === 'loaded'");
-    assert_eq!(b.wait_for("document.querySelector('#tenants tbody tr').dataset.tenant"), "demo-toyota");
+    assert_eq!(
+        b.wait_for("document.querySelector('#tenants tbody tr').dataset.tenant"),
+        "demo-toyota"
+    );
     b.run("const s = document.getElementById('tenant-search'); s.value = 'no-such'; s.dispatchEvent(new Event('input'));");
-    assert_eq!(b.wait_for("document.querySelectorAll('#tenants tbody tr').length === 0"), true);
+    assert_eq!(
+        b.wait_for("document.querySelectorAll('#tenants tbody tr').length === 0"),
+        true
+    );
     b.run("const s2 = document.getElementById('tenant-search'); s2.value = 'toyota'; s2.dispatchEvent(new Event('input'));");
-    assert_eq!(b.wait_for("document.querySelectorAll('#tenants tbody tr').length"), 1);
-    assert_eq!(b.wait_for("document.getElementById('status').textContent.includes('Config generation1') && 'yes'"), "yes");
+    assert_eq!(
+        b.wait_for("document.querySelectorAll('#tenants tbody tr').length"),
+        1
+    );
+    assert_eq!(
+        b.wait_for(
+            "document.getElementById('status').textContent.includes('Config generation1') && 'yes'"
+        ),
+        "yes"
+    );
     let row = b.wait_for(&format!("document.querySelector('#dead-letters tr[data-lead=\"{lead_id}\"]') && document.querySelector('#dead-letters tr[data-lead=\"{lead_id}\"]').textContent"));
     assert!(row.as_str().unwrap().contains("HTTP 400"), "{row}");
     // No token in the page's address or storage beyond this tab's session.
@@ -301,7 +341,10 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
     // The sink is fixed; the Redrive button delivers the lead.
     rx.set("ok");
     b.run(&format!("document.querySelector('#dead-letters tr[data-lead=\"{lead_id}\"] button.redrive').click();"));
-    assert_eq!(b.wait_for("document.body.dataset.redriven"), lead_id.as_str());
+    assert_eq!(
+        b.wait_for("document.body.dataset.redriven"),
+        lead_id.as_str()
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !rx.delivered(&lead_id) {
         assert!(Instant::now() < deadline, "the redriven lead never arrived");
@@ -312,5 +355,10 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
 
     // Signing out forgets the token.
     b.run("document.getElementById('logout').click();");
-    assert_eq!(b.wait_for("sessionStorage.getItem('aap-admin-token') === null && document.body.dataset.state"), "login");
+    assert_eq!(
+        b.wait_for(
+            "sessionStorage.getItem('aap-admin-token') === null && document.body.dataset.state"
+        ),
+        "login"
+    );
 }
