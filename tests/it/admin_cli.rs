@@ -10,9 +10,15 @@ const BIN: &str = env!("CARGO_BIN_EXE_aap-gateway");
 const CURSOR_SECRET: &str = "inline-cursor-secret-0123456789abcdef";
 
 fn admin(gw: &Gateway, token: Option<&str>, args: &[&str]) -> Output {
+    // The command reads its own copy of the config (admin listener, token
+    // source): the test breaks the gateway's file to make a reload fail.
+    let own = gw.state.join("cli.toml");
+    if !own.exists() {
+        std::fs::copy(&gw.config, &own).unwrap();
+    }
     let mut c = Command::new(BIN);
     c.arg("--config")
-        .arg(&gw.config)
+        .arg(&own)
         .args(["--admin-listen", &format!("127.0.0.1:{}", gw.admin)])
         .arg("admin")
         .args(args)
@@ -48,6 +54,7 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     );
     assert!(cfg.contains(CURSOR_SECRET));
     let gw = Gateway::start_with(&cfg);
+    std::fs::copy(&gw.config, gw.state.join("cli.toml")).unwrap();
     let t = Some(ADMIN_TOKEN);
 
     // status: a table and JSON.
