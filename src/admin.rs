@@ -1,5 +1,13 @@
 //! The admin listener on Pingora's HTTP stack: health, readiness, metrics, reload, idempotency
 //! resolution, behind the admin token. Never serves MCP; the public listener is `crate::ingress`.
+//!
+//! Submodules: `console` (the web page at `/`), `views` (the `/admin/…` JSON views),
+//! `history` (the reload history), `log_level` (the runtime log filter).
+
+mod console;
+pub mod history;
+pub mod log_level;
+mod views;
 
 use crate::exchange::HttpResponse;
 use crate::gateway::Gateway;
@@ -36,6 +44,8 @@ impl IngressProbe {
     /// `listen` is the ingress `host:port`; a wildcard address is probed on
     /// the loopback of the same family.
     pub fn new(listen: &str) -> IngressProbe {
+        // Built once at start, with the admin listener: `/admin/status`'s uptime counts from here.
+        views::start_clock();
         let target = match listen.parse::<std::net::SocketAddr>() {
             Ok(mut addr) if addr.ip().is_unspecified() => {
                 let loopback: std::net::IpAddr = if addr.is_ipv4() {
@@ -119,6 +129,32 @@ impl ProxyHttp for Admin {
                 write(session, refusal).await?;
                 return Ok(true);
             }
+        }
+        if let Some(resp) = console::asset(&method, &path) {
+            write(session, resp).await?;
+            return Ok(true);
+        }
+        if path == "/admin/log-level" {
+            let (status, body) = match method.as_str() {
+                "GET" => log_level::get(),
+                "PUT" => match read_body(session, 4096).await {
+                    Some(b) => log_level::put(&b),
+                    None => (
+                        413,
+                        serde_json::json!({"error": "too_large", "message": "the body is limited to 4096 bytes"}),
+                    ),
+                },
+                _ => (
+                    405,
+                    serde_json::json!({"error": "method_not_allowed", "message": "GET or PUT /admin/log-level"}),
+                ),
+            };
+            write(session, HttpResponse::json(status, &body)).await?;
+            return Ok(true);
+        }
+        if let Some(resp) = views::answer(&method, &path, &self.gateway.current()) {
+            write(session, resp).await?;
+            return Ok(true);
         }
         if let ("POST", "/reload") = (method.as_str(), path.as_str()) {
             let tls = self.tls.as_ref().map(|t| t.reload("admin"));
@@ -235,6 +271,24 @@ impl ProxyHttp for Admin {
         };
         write(session, resp).await?;
         Ok(true)
+    }
+}
+
+/// The request body, up to `limit` bytes; `None` when it is longer (or
+/// cannot be read).
+async fn read_body(session: &mut Session, limit: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                out.extend_from_slice(&chunk);
+                if out.len() > limit {
+                    return None;
+                }
+            }
+            Ok(None) => return Some(out),
+            Err(_) => return None,
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub use aap_core::{
 
 pub mod admin;
 pub mod background;
+pub mod cli;
 pub mod gateway;
 pub mod ingress;
 pub mod leads;

@@ -138,6 +138,10 @@ enum Command {
         #[arg(long, default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Ask the running gateway through its admin listener (server.admin_listen
+    /// or --admin-listen, with the configured admin token): reload, status,
+    /// tenants, feeds, leads, config, log-level. Tables, or JSON with --json.
+    Admin(aap_gateway::cli::admin::AdminArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -236,12 +240,20 @@ fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
     });
     let filter = tracing_subscriber::EnvFilter::try_from_env("AAP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let initial = filter.to_string();
+    // The filter sits behind a reload handle: `PUT /admin/log-level` swaps it.
+    let builder = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
         .with_current_span(false)
         .with_writer(writer)
-        .init();
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    aap_gateway::admin::log_level::install(initial, move |spec| {
+        let f = tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| e.to_string())?;
+        handle.reload(f).map_err(|e| e.to_string())
+    });
+    builder.init();
     guard
 }
 
@@ -367,6 +379,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Leads { action }) => leads_command(&cfg, action),
         Some(Command::Health { timeout_ms }) => health(&cfg, *timeout_ms),
+        Some(Command::Admin(args)) => aap_gateway::cli::admin::run(&cfg, args),
         Some(Command::Completions { .. } | Command::Man) => ExitCode::SUCCESS,
         None | Some(Command::Run) => run(cfg, &cli),
     }

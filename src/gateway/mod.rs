@@ -95,6 +95,7 @@ impl Gateway {
             self.reload_now(config).map_err(|e| e.to_string())
         })
         .unwrap_or_else(|| Err("the reload stopped unexpectedly (see the log)".into()));
+        crate::admin::history::record(&result, self.current().generation);
         let m = &crate::metrics::METRICS;
         match &result {
             Ok(g) => {

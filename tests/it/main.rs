@@ -7,11 +7,13 @@
 mod a2a_inbound;
 mod adf;
 mod admin;
+mod admin_cli;
 mod auth;
 mod browser;
 mod cli;
 mod clusters;
 mod compat_profiles;
+mod console;
 mod contract;
 mod demo;
 mod feeds;
