@@ -430,6 +430,41 @@ fn host_target_and_version_rules() {
     assert_eq!(c.response().unwrap().status, 200);
 }
 
+/// A chunk size over the body limit is refused (413) as soon as its line is read, and a size
+/// with too many digits as soon as they are read (400), without waiting for more bytes: the
+/// client here sends nothing more, so waiting would end in 408 when the body timeout fires.
+#[test]
+fn an_oversized_chunk_size_is_refused_at_once() {
+    let gw = Gateway::start();
+    let head = format!("POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    // 1 MiB announced, the limit is 64 KiB; no data follows.
+    let mut c = one(&gw, format!("{head}100000\r\n").as_bytes());
+    let v = assert_refused(&mut c, 413, "chunk over the body limit");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("65536"),
+        "{v}"
+    );
+    // A chunk within the limit, then one that takes the body over it.
+    let mut c = one(
+        &gw,
+        format!("{head}8000\r\n{}\r\n8001\r\n", "x".repeat(0x8000)).as_bytes(),
+    );
+    assert_refused(&mut c, 413, "second chunk over the body limit");
+    // Twenty hex digits and no line end yet.
+    let mut c = one(&gw, format!("{head}FFFFFFFFFFFFFFFFFFFF").as_bytes());
+    let v = assert_refused(&mut c, 400, "a chunk size with too many digits");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("chunk size too large"),
+        "{v}"
+    );
+    // No size at all.
+    let mut c = one(&gw, format!("{head}zz").as_bytes());
+    assert_refused(&mut c, 400, "no chunk size");
+}
+
 #[test]
 fn a_bare_lf_in_a_chunk_extension_is_refused() {
     let gw = Gateway::start();
