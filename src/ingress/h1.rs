@@ -705,6 +705,86 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// One request framed from a buffer.
+#[derive(Debug)]
+pub struct Framed {
+    pub head: Head,
+    pub body: Vec<u8>,
+    /// Bytes of `buf` this request used (leading empty lines, head and body).
+    pub consumed: usize,
+}
+
+/// One request framed from the start of `buf` by the steps the connection loop takes: leading
+/// empty lines skipped, the request line checked, the head parsed and its body read by its
+/// framing under `max_body`. `Ok(None)` when more bytes are needed. The fuzz targets and the
+/// property tests compare it with independent parsers and across ways of splitting the input.
+pub fn frame(
+    buf: &mut [u8],
+    limits: &HeadLimits,
+    max_body: usize,
+) -> Result<Option<Framed>, Refusal> {
+    let skip = leading_empty_lines(buf);
+    let rest = &mut buf[skip..];
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    check_request_line(rest)?;
+    let Some(end) = find_head_end(rest, 0) else {
+        if rest.len() > limits.max_head_bytes() {
+            return Err(Refusal::new(
+                431,
+                "headers_too_large",
+                "Request Header Fields Too Large",
+            ));
+        }
+        return Ok(None);
+    };
+    let head = parse_head(&rest[..end], limits)?;
+    let mut at = skip + end;
+    let too_large = || Refusal::new(413, "body_too_large", "Content Too Large");
+    let body = match head.framing {
+        Framing::None => Vec::new(),
+        Framing::Length(n) => {
+            if n > max_body as u64 {
+                return Err(too_large());
+            }
+            let n = n as usize;
+            let Some(body) = buf.get(at..at + n) else {
+                return Ok(None);
+            };
+            at += n;
+            body.to_vec()
+        }
+        Framing::Chunked => {
+            let mut decoder = Chunked::new(limits.max_header_bytes);
+            let mut body = Vec::new();
+            loop {
+                match decoder.decode(&buf[at..])? {
+                    Step::Progress { consumed, data } => {
+                        let data = &buf[at..][data];
+                        if (body.len() + data.len()) as u64 + decoder.announced() > max_body as u64
+                        {
+                            return Err(too_large());
+                        }
+                        body.extend_from_slice(data);
+                        at += consumed;
+                    }
+                    Step::Done { consumed } => {
+                        at += consumed;
+                        break body;
+                    }
+                    Step::More => return Ok(None),
+                }
+            }
+        }
+    };
+    Ok(Some(Framed {
+        head,
+        body,
+        consumed: at,
+    }))
+}
+
 /// The reason phrase written for `status`.
 pub fn reason(status: u16) -> &'static str {
     match status {

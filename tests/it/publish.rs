@@ -605,7 +605,13 @@ fn card_id_changes_with_content_only_and_caching_follows_list_ttl() {
         "strong: {etag}"
     );
     // Conditional GET and HEAD.
-    let again = request(gw.port, "GET", &path, &[("If-None-Match", &etag)], b"");
+    let again = request(
+        gw.port,
+        "GET",
+        &path,
+        &[("If-None-Match", etag.as_str())],
+        b"",
+    );
     assert_eq!(again.status, 304);
     assert!(again.body.is_empty());
     assert_eq!(again.header("etag"), Some(etag.as_str()));
@@ -658,7 +664,13 @@ fn card_id_changes_with_content_only_and_caching_follows_list_ttl() {
     let changed = get(&gw, &path);
     assert_ne!(id(&changed), id(&first));
     assert_ne!(changed.header("etag"), Some(etag.as_str()));
-    let r = request(gw.port, "GET", &path, &[("If-None-Match", &etag)], b"");
+    let r = request(
+        gw.port,
+        "GET",
+        &path,
+        &[("If-None-Match", etag.as_str())],
+        b"",
+    );
     assert_eq!(r.status, 200);
     // The other documents name the new id.
     let poppy = get(&gw, &format!("{PREFIX}/poppy.json")).json();
@@ -886,7 +898,10 @@ fn cors_promises_vary_a2a_extensions_and_conditional_document_reads() {
         gw.port,
         "GET",
         &card,
-        &[("Origin", "https://any.example"), ("If-None-Match", &etag)],
+        &[
+            ("Origin", "https://any.example"),
+            ("If-None-Match", etag.as_str()),
+        ],
         b"",
     );
     assert_eq!(r.status, 304);

@@ -479,11 +479,9 @@ impl Config {
 
     /// `[[tenants.backend.sinks]]` with `kind = "adf_http"`.
     fn validate_adf_http(&self, at: At<'_>, c: &AdfHttpSinkConfig) -> Result<(), String> {
-        if !is_http_url(&c.url) {
-            return Err(format!(
-                "{}: must be an absolute http:// or https:// URL",
-                at("url")
-            ));
+        // The URL is never quoted: its query may hold a token.
+        if let Err(e) = crate::host::http_url(&c.url) {
+            return Err(format!("{}: the URL cannot be used: {e}", at("url")));
         }
         if let Some(a) = &c.authorization {
             if a.expose().is_empty()
@@ -677,10 +675,12 @@ fn validate_hosts(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Result<
     for h in &t.hosts {
         let key = match crate::host::Authority::parse(h) {
             Ok(a) if a.port.is_none() => a.host,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "{}: {h:?} is not a host name (like mcp.dealer.example; no scheme, port or path)",
                 at("hosts")
-            )),
+            ))
+            }
         };
         if !seen.routed.insert(key) {
             return Err(format!("{}: {h:?} routes to another tenant", at("hosts")));
