@@ -35,6 +35,7 @@ fi
 dict_for() {
   case "$1" in
     mirror_headers) echo "$PWD/fuzz/dict/mcp.dict" ;;
+    h1_head | h1_chunked) echo "$PWD/fuzz/dict/http.dict" ;;
     *) echo "$PWD/fuzz/dict/json.dict" ;;
   esac
 }

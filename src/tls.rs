@@ -175,8 +175,8 @@ impl ResolvesServerCert for CertStore {
         if let Some(name) = hello.server_name() {
             let names = self.names.load();
             if !names.is_empty() {
-                let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
-                if let Some(k) = names.get(&name) {
+                let key = crate::gateway::host_key(name);
+                if let Some(k) = key.and_then(|n| names.get(&n)) {
                     return Some(k.clone());
                 }
             }

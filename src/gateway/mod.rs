@@ -6,6 +6,7 @@
 //! one admission order every tenant kind shares.
 
 mod admission;
+mod cors;
 mod generation;
 mod publish;
 mod retire;
@@ -25,8 +26,9 @@ use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::{Caller, Endpoint};
 use crate::telemetry::ServerSpan;
 use aap_core::trace::Phase;
-use admission::{admit, head_auth, head_outcome, refused, Admission, Cors};
+use admission::{admit, head_auth, head_outcome, refused, Admission};
 use arc_swap::ArcSwap;
+use cors::Cors;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -241,11 +243,18 @@ impl Gateway {
                 if let Some((tenant, auth)) = metadata {
                     ctx.tenant = Some(tenant.to_owned());
                     ctx.outcome = "metadata".into();
+                    // Public (a browser client is pointed at it): any origin may read it.
                     match (auth, req.method.as_str()) {
-                        (Some(a), "GET" | "HEAD") => HttpResponse::json(200, &a.metadata())
-                            .with_header("cache-control", "max-age=300"),
+                        (Some(a), "GET" | "HEAD") => cors::public(
+                            HttpResponse::json(200, &a.metadata())
+                                .with_header("cache-control", "max-age=300"),
+                        ),
+                        (Some(_), "OPTIONS") => {
+                            ctx.outcome = "preflight".into();
+                            cors::public_preflight().with_header("allow", "GET, HEAD, OPTIONS")
+                        }
                         _ => HttpResponse::json(405, &json!({"error": "method_not_allowed"}))
-                            .with_header("allow", "GET"),
+                            .with_header("allow", "GET, HEAD, OPTIONS"),
                     }
                 } else if let Some((docs, kind)) = docs {
                     publish::serve(docs, kind, &req, &mut ctx)
@@ -456,6 +465,7 @@ fn endpoint_cors(ep: &Endpoint) -> Cors<'_> {
             "POST"
         },
         extra_allow_headers: &[],
+        expose_headers: cors::CORS_EXPOSE_HEADERS,
     }
 }
 
@@ -466,6 +476,7 @@ fn a2a_cors(ep: &Endpoint) -> Cors<'_> {
         origins: &ep.allowed_origins,
         methods: "POST",
         extra_allow_headers: A2A_CORS_HEADERS,
+        expose_headers: cors::A2A_EXPOSE_HEADERS,
     }
 }
 
@@ -478,6 +489,7 @@ fn relay_cors(m: &RelayTenant) -> Cors<'_> {
         origins: &m.allowed_origins,
         methods: "GET, POST, DELETE",
         extra_allow_headers: &[],
+        expose_headers: cors::CORS_EXPOSE_HEADERS,
     }
 }
 

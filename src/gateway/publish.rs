@@ -96,10 +96,7 @@ pub(super) fn serve(
         }
         "OPTIONS" => {
             ctx.outcome = "preflight".into();
-            HttpResponse::new(204)
-                .with_header("allow", "GET, HEAD, OPTIONS")
-                .with_header("access-control-allow-methods", "GET, HEAD")
-                .with_header("access-control-max-age", "600")
+            return super::cors::public_preflight().with_header("allow", "GET, HEAD, OPTIONS");
         }
         _ => {
             ctx.outcome = "405".into();
@@ -110,11 +107,8 @@ pub(super) fn serve(
             .with_header("allow", "GET, HEAD, OPTIONS");
         }
     };
-    resp.with_header("etag", doc.etag.clone())
-        .with_header(
-            "cache-control",
-            format!("public, max-age={}", docs.max_age_secs),
-        )
-        .with_header("access-control-allow-origin", "*")
-        .with_header("access-control-expose-headers", "ETag")
+    super::cors::public(resp.with_header("etag", doc.etag.clone()).with_header(
+        "cache-control",
+        format!("public, max-age={}", docs.max_age_secs),
+    ))
 }

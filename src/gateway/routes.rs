@@ -263,7 +263,7 @@ impl Claim {
                 .publish
                 .hosts
                 .iter()
-                .map(|h| h.to_ascii_lowercase())
+                .map(|h| crate::aap::publish::host_table_key(h))
                 .collect(),
             prefix: (t.public_url.is_some() && !relay)
                 .then(|| crate::aap::publish::prefix_of(&t.path).to_owned()),

@@ -435,17 +435,11 @@ pub(super) fn build(
     }))
 }
 
-/// A `Host` header value (or SNI name) as routing compares it: the port
-/// dropped, a trailing dot dropped, ASCII lowercase (RFC 9110 §4.2.3:
-/// host names are case-insensitive). `None` for an IP-literal in brackets.
+/// A `Host` header value (or SNI name) as routing compares it
+/// (`aap_core::host::route_key`): the port dropped, a trailing dot dropped,
+/// ASCII lowercase (RFC 9110 §4.2.3). `None` when it is not a valid host.
 pub fn host_key(host: &str) -> Option<String> {
-    let h = host.trim();
-    if h.starts_with('[') {
-        return None;
-    }
-    let h = h.split(':').next().unwrap_or("");
-    let h = h.strip_suffix('.').unwrap_or(h);
-    (!h.is_empty()).then(|| h.to_ascii_lowercase())
+    aap_core::host::route_key(host)
 }
 
 #[cfg(test)]
@@ -462,7 +456,7 @@ mod tests {
             host_key("mcp.dealer.example.").as_deref(),
             Some("mcp.dealer.example")
         );
-        assert_eq!(host_key("[::1]:80"), None);
+        assert_eq!(host_key("[::1]:80").as_deref(), Some("[::1]"));
         assert_eq!(host_key(""), None);
     }
 }

@@ -17,6 +17,8 @@ pub use aap_core::config::MAX_HEADER_LINES;
 pub const MAX_REQUEST_LINE: usize = 8192;
 /// The longest chunk-size line (size, extensions, CRLF).
 const MAX_CHUNK_LINE: usize = 4096;
+/// The most hex digits of a chunk size (below 2^60, no overflow).
+const MAX_CHUNK_DIGITS: usize = 15;
 
 /// Why a request is refused before it reaches the gateway: the status and a
 /// message for the JSON-RPC error body. Every refusal closes the connection.
@@ -217,8 +219,9 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
     if req.headers.len() > limits.max_headers || header_bytes > limits.max_header_bytes {
         return Err(too_many());
     }
-    let (path, query) = split_target(method, target)?;
+    let (path, query, target_authority) = split_target(method, target)?;
     let mut hosts = 0usize;
+    let mut host_value: &[u8] = b"";
     let mut length: Option<u64> = None;
     let mut lengths = 0usize;
     let mut codings = Codings::default();
@@ -232,6 +235,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
         match name.as_str() {
             "host" => {
                 hosts += 1;
+                host_value = value;
                 if !valid_host(value) {
                     return Err(Refusal::bad("Bad Request: invalid Host header"));
                 }
@@ -268,6 +272,17 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
         return Err(Refusal::bad(
             "Bad Request: an HTTP/1.1 request needs exactly one Host header",
         ));
+    }
+    // RFC 9112 §3.2.2: an absolute-form target's authority is the request's, not Host's; a
+    // Host naming another host is refused rather than served by either (a front proxy that
+    // authorized one of them must not see the gateway serve the other).
+    if let Some((authority, default_port)) = target_authority {
+        let host = std::str::from_utf8(host_value).unwrap_or("");
+        if !aap_core::host::same_authority(authority, host, default_port) {
+            return Err(Refusal::bad(
+                "Bad Request: the request target names another host than the Host header",
+            ));
+        }
     }
     if lengths > 1 {
         return Err(Refusal::bad(
@@ -405,10 +420,12 @@ fn valid_host(v: &[u8]) -> bool {
     host.iter().all(reg_name) && port.len() <= 5 && port.iter().all(u8::is_ascii_digit)
 }
 
-/// Path and query of an origin-form or absolute-form target (RFC 9112 §3.2);
-/// the gateway routes on the path, so an absolute-form target's authority is
-/// only checked.
-fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), Refusal> {
+/// Path, query and, for an absolute-form target, its authority with the scheme's default
+/// port (RFC 9112 §3.2).
+type Target<'a> = (String, Option<String>, Option<(&'a str, u16)>);
+
+/// Split an origin-form, asterisk-form or absolute-form target (RFC 9112 §3.2).
+fn split_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, Refusal> {
     let bad = || Refusal::bad("Bad Request: invalid request target");
     if !target
         .bytes()
@@ -416,16 +433,17 @@ fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), 
     {
         return Err(bad());
     }
+    let mut named = None;
     let origin = if target.starts_with('/') {
         target
     } else if target == "*" && method == "OPTIONS" {
         "*"
     } else {
         let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
-        let rest = if lower.starts_with("http://") {
-            &target[7..]
+        let (rest, default_port) = if lower.starts_with("http://") {
+            (&target[7..], 80)
         } else if lower.starts_with("https://") {
-            &target[8..]
+            (&target[8..], 443)
         } else {
             return Err(bad());
         };
@@ -434,17 +452,18 @@ fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), 
         if authority.is_empty() || authority.contains('@') || !valid_host(authority.as_bytes()) {
             return Err(bad());
         }
+        named = Some((authority, default_port));
         match &rest[end..] {
             "" => "/",
             r if r.starts_with('?') => {
-                return Ok(("/".to_owned(), Some(r[1..].to_owned())));
+                return Ok(("/".to_owned(), Some(r[1..].to_owned()), named));
             }
             r => r,
         }
     };
     Ok(match origin.split_once('?') {
-        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-        None => (origin.to_owned(), None),
+        Some((p, q)) => (p.to_owned(), Some(q.to_owned()), named),
+        None => (origin.to_owned(), None, named),
     })
 }
 
@@ -496,6 +515,15 @@ impl Chunked {
         }
     }
 
+    /// The data bytes the current chunk still announces (0 outside chunk data): a body limit
+    /// can refuse a chunk as soon as its size line is read, without waiting for its data.
+    pub fn announced(&self) -> u64 {
+        match self.state {
+            ChunkState::Data(left) => left,
+            _ => 0,
+        }
+    }
+
     /// Decode from the start of `buf`.
     pub fn decode(&mut self, buf: &[u8]) -> Result<Step, Refusal> {
         let bad = |m: &str| Refusal::bad(format!("Bad Request: malformed chunked body: {m}"));
@@ -503,6 +531,15 @@ impl Chunked {
             ChunkState::Done => Ok(Step::Done { consumed: 0 }),
             ChunkState::Size => {
                 let Some(line) = crlf_line(buf, MAX_CHUNK_LINE).map_err(bad)? else {
+                    // A size that is already too long, or no size at all, is refused at once
+                    // rather than after waiting for the rest of the line.
+                    let digits = buf.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+                    if digits > MAX_CHUNK_DIGITS {
+                        return Err(bad("chunk size too large"));
+                    }
+                    if digits == 0 && !buf.is_empty() && buf[0] != b'\r' {
+                        return Err(bad("missing chunk size"));
+                    }
                     return Ok(Step::More);
                 };
                 let size = parse_chunk_line(&buf[..line]).map_err(bad)?;
@@ -608,7 +645,7 @@ fn parse_chunk_line(line: &[u8]) -> Result<u64, &'static str> {
     if digits == 0 {
         return Err("missing chunk size");
     }
-    if digits > 15 {
+    if digits > MAX_CHUNK_DIGITS {
         return Err("chunk size too large");
     }
     let mut size = 0u64;
@@ -666,6 +703,86 @@ fn parse_chunk_line(line: &[u8]) -> Result<u64, &'static str> {
 
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// One request framed from a buffer.
+#[derive(Debug)]
+pub struct Framed {
+    pub head: Head,
+    pub body: Vec<u8>,
+    /// Bytes of `buf` this request used (leading empty lines, head and body).
+    pub consumed: usize,
+}
+
+/// One request framed from the start of `buf` by the steps the connection loop takes: leading
+/// empty lines skipped, the request line checked, the head parsed and its body read by its
+/// framing under `max_body`. `Ok(None)` when more bytes are needed. The fuzz targets and the
+/// property tests compare it with independent parsers and across ways of splitting the input.
+pub fn frame(
+    buf: &mut [u8],
+    limits: &HeadLimits,
+    max_body: usize,
+) -> Result<Option<Framed>, Refusal> {
+    let skip = leading_empty_lines(buf);
+    let rest = &mut buf[skip..];
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    check_request_line(rest)?;
+    let Some(end) = find_head_end(rest, 0) else {
+        if rest.len() > limits.max_head_bytes() {
+            return Err(Refusal::new(
+                431,
+                "headers_too_large",
+                "Request Header Fields Too Large",
+            ));
+        }
+        return Ok(None);
+    };
+    let head = parse_head(&rest[..end], limits)?;
+    let mut at = skip + end;
+    let too_large = || Refusal::new(413, "body_too_large", "Content Too Large");
+    let body = match head.framing {
+        Framing::None => Vec::new(),
+        Framing::Length(n) => {
+            if n > max_body as u64 {
+                return Err(too_large());
+            }
+            let n = n as usize;
+            let Some(body) = buf.get(at..at + n) else {
+                return Ok(None);
+            };
+            at += n;
+            body.to_vec()
+        }
+        Framing::Chunked => {
+            let mut decoder = Chunked::new(limits.max_header_bytes);
+            let mut body = Vec::new();
+            loop {
+                match decoder.decode(&buf[at..])? {
+                    Step::Progress { consumed, data } => {
+                        let data = &buf[at..][data];
+                        if (body.len() + data.len()) as u64 + decoder.announced() > max_body as u64
+                        {
+                            return Err(too_large());
+                        }
+                        body.extend_from_slice(data);
+                        at += consumed;
+                    }
+                    Step::Done { consumed } => {
+                        at += consumed;
+                        break body;
+                    }
+                    Step::More => return Ok(None),
+                }
+            }
+        }
+    };
+    Ok(Some(Framed {
+        head,
+        body,
+        consumed: at,
+    }))
 }
 
 /// The reason phrase written for `status`.

@@ -335,7 +335,28 @@ async fn stream(
         header_bytes += name.len() + value.len() + 4;
         headers.push((name.to_owned(), value.as_bytes().to_vec()));
     }
-    // RFC 9113 §8.3.1: `:authority` stands for Host; the gateway sees it as one.
+    // RFC 9113 §8.3.1: `:authority` stands for Host; the gateway sees it as one. A `host`
+    // naming another host than `:authority` makes the request malformed: refused.
+    if let (true, Some(a)) = (has_host, parts.uri.authority()) {
+        let default_port = if parts.uri.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        };
+        let host = parts
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !aap_core::host::same_authority(a.as_str(), host, default_port) {
+            let r = Refusal::new(
+                400,
+                "bad_request",
+                "Bad Request: :authority and host name different hosts",
+            );
+            return at.refuse(&ingress, &mut respond, r).await;
+        }
+    }
     if !has_host {
         if let Some(a) = parts.uri.authority() {
             header_bytes += "host".len() + a.as_str().len() + 4;

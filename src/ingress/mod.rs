@@ -418,7 +418,10 @@ impl Conn<'_> {
                 loop {
                     match decoder.decode(&self.rbuf)? {
                         h1::Step::Progress { consumed, data } => {
-                            if body.len() + data.len() > limit {
+                            // The data read plus what the current chunk still announces: a
+                            // chunk size over the limit is refused as soon as it is read.
+                            let announced = decoder.announced();
+                            if (body.len() + data.len()) as u64 + announced > limit as u64 {
                                 return Err(too_large(limit));
                             }
                             body.extend_from_slice(&self.rbuf[data]);

@@ -225,6 +225,30 @@ fn refusals_over_raw_http() {
         &search,
     );
     assert_eq!(r.status, 406, "{}", r.text());
+    // A streaming client (every one sends `Accept: text/event-stream`) asking for
+    // SendStreamingMessage gets the UnsupportedOperationError the card's `streaming: false`
+    // promises, as the one event of a stream, not an HTTP 406.
+    for method in ["SendStreamingMessage", "SubscribeToTask"] {
+        let mut body = send_message(
+            json!({"type": "dealer.information.request"}),
+            "dealer-information",
+        );
+        body["method"] = json!(method);
+        let mut h = activated();
+        h.push(("Accept", "text/event-stream"));
+        let r = post(&gw, &h, &body.to_string());
+        assert_eq!(r.status, 200, "{method}: {}", r.text());
+        assert_eq!(r.header("content-type"), Some("text/event-stream"));
+        let text = r.text();
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("{method}: not one event: {text:?}"));
+        let e: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(e["id"], "req-1", "{e}");
+        assert_eq!(e["error"]["code"], -32004, "{e}");
+        assert_eq!(error_info(&e["error"])["reason"], "UNSUPPORTED_OPERATION");
+    }
     let r = post(
         &gw,
         &[
@@ -253,6 +277,10 @@ fn refusals_over_raw_http() {
     assert_eq!(e["code"], -32602, "{e}");
     let e = with(&|b| b["params"]["message"]["messageId"] = json!(""));
     assert_eq!(e["code"], -32602, "{e}");
+    // A message without parts is invalid params (A2A: a Message has at least one part).
+    let e = with(&|b| b["params"]["message"]["parts"] = json!([]));
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("parts"), "{e}");
     let e = with(&|b| b["params"]["configuration"] = json!({}));
     assert_eq!(e["code"], -32602, "{e}");
     assert!(

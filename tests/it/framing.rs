@@ -430,6 +430,41 @@ fn host_target_and_version_rules() {
     assert_eq!(c.response().unwrap().status, 200);
 }
 
+/// A chunk size over the body limit is refused (413) as soon as its line is read, and a size
+/// with too many digits as soon as they are read (400), without waiting for more bytes: the
+/// client here sends nothing more, so waiting would end in 408 when the body timeout fires.
+#[test]
+fn an_oversized_chunk_size_is_refused_at_once() {
+    let gw = Gateway::start();
+    let head = format!("POST {ENDPOINT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    // 1 MiB announced, the limit is 64 KiB; no data follows.
+    let mut c = one(&gw, format!("{head}100000\r\n").as_bytes());
+    let v = assert_refused(&mut c, 413, "chunk over the body limit");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("65536"),
+        "{v}"
+    );
+    // A chunk within the limit, then one that takes the body over it.
+    let mut c = one(
+        &gw,
+        format!("{head}8000\r\n{}\r\n8001\r\n", "x".repeat(0x8000)).as_bytes(),
+    );
+    assert_refused(&mut c, 413, "second chunk over the body limit");
+    // Twenty hex digits and no line end yet.
+    let mut c = one(&gw, format!("{head}FFFFFFFFFFFFFFFFFFFF").as_bytes());
+    let v = assert_refused(&mut c, 400, "a chunk size with too many digits");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("chunk size too large"),
+        "{v}"
+    );
+    // No size at all.
+    let mut c = one(&gw, format!("{head}zz").as_bytes());
+    assert_refused(&mut c, 400, "no chunk size");
+}
+
 #[test]
 fn a_bare_lf_in_a_chunk_extension_is_refused() {
     let gw = Gateway::start();
@@ -713,4 +748,230 @@ fetch(url, { method: 'POST', body, headers: { 'Content-Type': 'application/json'
         "node: {text} {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Property: no byte sequence yields two different framings. Requests generated from the
+/// framing vocabulary (Host, Content-Length and Transfer-Encoding variants, chunked bodies with
+/// extensions and trailers, pipelining), then mutated byte by byte, are framed by
+/// `h1::frame` from the whole input and from the same bytes arriving in random pieces (the
+/// connection loop looks at every prefix); the chunked decoder is also fed in pieces with its
+/// state kept, as the connection loop does. Every way must give the same requests (method,
+/// target, body, end) or the same refusal. Seeded: a failure prints the seed and the input.
+#[test]
+fn property_no_byte_sequence_yields_two_framings() {
+    use aap_gateway::ingress::h1::{self, HeadLimits};
+    const CASES: u64 = 20_000;
+    let limits = HeadLimits {
+        max_headers: 100,
+        max_header_bytes: 4096,
+    };
+    let max_body = 4096;
+    // (method, path, query, body, end) per request, then the refusal status if any.
+    type Outcome = (
+        Vec<(String, String, Option<String>, Vec<u8>, usize)>,
+        Option<u16>,
+    );
+    let whole = |data: &[u8]| -> Outcome {
+        let mut buf = data.to_vec();
+        let (mut got, mut at) = (Vec::new(), 0);
+        while got.len() < 3 {
+            match h1::frame(&mut buf[at..], &limits, max_body) {
+                Ok(Some(f)) => {
+                    at += f.consumed;
+                    got.push((f.head.method, f.head.path, f.head.query, f.body, at));
+                    if !f.head.keep_alive {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(r) => return (got, Some(r.status)),
+            }
+        }
+        (got, None)
+    };
+    // The same bytes arriving in pieces: every prefix is looked at, the first verdict stands.
+    let pieces = |data: &[u8], rng: &mut fastrand::Rng| -> Outcome {
+        let mut buf: Vec<u8> = Vec::new();
+        let (mut got, mut at, mut fed) = (Vec::new(), 0, 0);
+        loop {
+            match h1::frame(&mut buf.clone()[at..], &limits, max_body) {
+                Ok(Some(f)) => {
+                    at += f.consumed;
+                    got.push((f.head.method, f.head.path, f.head.query, f.body, at));
+                    if !f.head.keep_alive || got.len() == 3 {
+                        return (got, None);
+                    }
+                    continue;
+                }
+                Ok(None) if fed == data.len() => return (got, None),
+                Ok(None) => {}
+                Err(r) => return (got, Some(r.status)),
+            }
+            let n = rng.usize(1..=(data.len() - fed).min(64));
+            buf.extend_from_slice(&data[fed..fed + n]);
+            fed += n;
+        }
+    };
+    let chunked_pieces =
+        |data: &[u8], rng: &mut fastrand::Rng| -> Result<Option<(Vec<u8>, usize)>, u16> {
+            let mut d = h1::Chunked::new(limits.max_header_bytes);
+            let (mut buf, mut body, mut fed, mut used) = (Vec::new(), Vec::new(), 0, 0);
+            loop {
+                match d.decode(&buf).map_err(|r| r.status)? {
+                    h1::Step::Progress { consumed, data: r } => {
+                        body.extend_from_slice(&buf[r]);
+                        buf.drain(..consumed);
+                        used += consumed;
+                    }
+                    h1::Step::Done { consumed } => return Ok(Some((body, used + consumed))),
+                    h1::Step::More if fed == data.len() => return Ok(None),
+                    h1::Step::More => {
+                        let n = rng.usize(1..=(data.len() - fed).min(16));
+                        buf.extend_from_slice(&data[fed..fed + n]);
+                        fed += n;
+                    }
+                }
+            }
+        };
+    let seed = std::env::var("AAP_PROPERTY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x00AA_9000_u64);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let (mut accepted, mut refused) = (0u64, 0u64);
+    for case in 0..CASES {
+        let (data, chunked_at) = request_bytes(&mut rng);
+        let a = whole(&data);
+        let b = pieces(&data, &mut rng);
+        let shown = String::from_utf8_lossy(&data);
+        assert_eq!(a, b, "seed {seed} case {case}: two framings of {shown:?}");
+        if let Some(at) = chunked_at.filter(|&at| at <= data.len()) {
+            let once = chunked_pieces(&data[at..], &mut fastrand::Rng::with_seed(1));
+            let split = chunked_pieces(&data[at..], &mut rng);
+            assert_eq!(once, split, "seed {seed} case {case}: chunked {shown:?}");
+        }
+        if a.0.is_empty() {
+            refused += 1;
+        } else {
+            accepted += 1;
+        }
+    }
+    // The generator reaches both sides of the boundary.
+    assert!(
+        accepted > CASES / 50 && refused > CASES / 50,
+        "{accepted} accepted, {refused} refused"
+    );
+}
+
+/// One generated input: a request (or two, pipelined) from the framing vocabulary with a few
+/// byte mutations, and where its first chunked body starts when it has one.
+fn request_bytes(rng: &mut fastrand::Rng) -> (Vec<u8>, Option<usize>) {
+    let pick = |rng: &mut fastrand::Rng, xs: &[&'static str]| xs[rng.usize(..xs.len())];
+    let mut out = Vec::new();
+    let mut chunked_at = None;
+    for _ in 0..rng.usize(1..=2) {
+        if rng.u8(..) < 20 {
+            out.extend_from_slice(b"\r\n");
+        }
+        let method = pick(rng, &["GET", "POST", "OPTIONS", "PUT"]);
+        let target = pick(
+            rng,
+            &[
+                "/mcp",
+                "/a?b=c",
+                "http://a.example/mcp",
+                "*",
+                "HTTP://A.example:80",
+                "/%2e",
+            ],
+        );
+        let version = pick(
+            rng,
+            &["HTTP/1.1", "HTTP/1.0", "HTTP/1.2", "HTTP/2.0", "http/1.1"],
+        );
+        out.extend_from_slice(format!("{method} {target} {version}\r\n").as_bytes());
+        let body: Vec<u8> = (0..rng.usize(0..40))
+            .map(|_| rng.alphanumeric() as u8)
+            .collect();
+        let chunked = rng.bool();
+        let mut headers: Vec<String> = Vec::new();
+        for _ in 0..rng.usize(0..4) {
+            headers.push(
+                pick(
+                    rng,
+                    &[
+                        "Host: a.example",
+                        "Host: a.example.",
+                        "Host: b.example",
+                        "Host: [::1]:80",
+                        "Host:",
+                        "Connection: close",
+                        "Connection: keep-alive",
+                        "Expect: 100-continue",
+                        "Transfer-Encoding: chunked",
+                        "Transfer-Encoding: gzip, chunked",
+                        "Transfer-Encoding: chunked, identity",
+                        "Transfer-Encoding:  chunked ",
+                        "Content-Length: 0",
+                        "Content-Length: +1",
+                        "Content-Length: 1, 1",
+                        "X: y",
+                    ],
+                )
+                .to_owned(),
+            );
+        }
+        if chunked {
+            headers.push("Transfer-Encoding: chunked".into());
+        } else if rng.bool() {
+            headers.push(format!("Content-Length: {}", body.len()));
+        }
+        rng.shuffle(&mut headers);
+        for h in &headers {
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if chunked {
+            chunked_at.get_or_insert(out.len());
+            let mut rest = &body[..];
+            while !rest.is_empty() {
+                let n = rng.usize(1..=rest.len());
+                let ext = pick(rng, &["", ";a", ";a=b", ";a=\"q\\\"\"", " ; a = b", ";"]);
+                out.extend_from_slice(format!("{n:x}{ext}\r\n").as_bytes());
+                out.extend_from_slice(&rest[..n]);
+                out.extend_from_slice(b"\r\n");
+                rest = &rest[n..];
+            }
+            out.extend_from_slice(b"0\r\n");
+            if rng.bool() {
+                out.extend_from_slice(
+                    pick(rng, &["T: v\r\n", "Bad Trailer\r\n", ": x\r\n"]).as_bytes(),
+                );
+            }
+            out.extend_from_slice(b"\r\n");
+        } else {
+            out.extend_from_slice(&body);
+        }
+    }
+    // A few mutations: the bytes framing hinges on.
+    for _ in 0..rng.usize(0..3) {
+        if out.is_empty() {
+            break;
+        }
+        let at = rng.usize(..out.len());
+        let b = *[
+            b'\r', b'\n', b' ', b'\t', b':', b';', b'0', b'f', b'"', 0, 0x7f,
+        ][..]
+            .get(rng.usize(..11))
+            .unwrap_or(&b'x');
+        match rng.u8(..3) {
+            0 => out[at] = b,
+            1 => out.insert(at, b),
+            _ => {
+                out.remove(at);
+            }
+        }
+    }
+    (out, chunked_at)
 }

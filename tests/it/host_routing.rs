@@ -179,3 +179,163 @@ fn tenants_on_their_own_hosts_get_their_own_certificates_by_sni() {
         served_subject(gw.port, "dealer-b.test").contains("CN = localhost")
     });
 }
+
+/// A raw HTTP/1.1 request: `target` as written on the request line, `host` as the Host header.
+fn raw_on(port: u16, method: &str, target: &str, host: &str, body: &str) -> Resp {
+    let mut req = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/list\r\n"
+    );
+    if !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    raw(port, req.as_bytes()).unwrap()
+}
+
+/// Two tenants on their own hosts, each published (public_url) at its own domain, no TLS.
+fn two_hosted_tenants() -> Gateway {
+    let tenants = temp_dir("hosts-plain");
+    for id in ["dealer-a", "dealer-b"] {
+        let host = format!("{id}.example");
+        put_tenant_file(
+            &tenants,
+            &format!("{id}.toml"),
+            &tenant_file(
+                id,
+                &format!(
+                    "hosts = [\"{host}\"]\npublic_url = \"https://{host}{}\"",
+                    tenant_path(id)
+                ),
+                "",
+            ),
+        );
+    }
+    let gw = Gateway::start_with(&config_with_tenants_dir(&tenants));
+    wait_for("both tenants", || {
+        tools_list(gw.port, &tenant_path("dealer-b"), &[]).is_ok_and(|r| r.status == 200)
+            && tools_list(gw.port, &tenant_path("dealer-a"), &[]).is_ok_and(|r| r.status == 200)
+    });
+    gw
+}
+
+/// A `Host` with a trailing dot (and any case or port) is the same tenant on every path: its
+/// MCP endpoint, `/llms.txt`, the Agent Card and the Poppy link.
+#[test]
+fn a_trailing_dot_host_gets_the_same_tenant_on_every_path() {
+    let gw = two_hosted_tenants();
+    let body = modern("tools/list", json!({})).to_string();
+    for host in [
+        "dealer-a.example",
+        "dealer-a.example.",
+        "Dealer-A.Example.:8080",
+    ] {
+        let r = raw_on(gw.port, "POST", "/mcp", host, &body);
+        assert_eq!(r.status, 200, "{host}: {}", r.text());
+        assert_eq!(
+            r.json()["result"]["tools"].as_array().map(Vec::len),
+            Some(5)
+        );
+        for doc in ["/llms.txt", "/.well-known/agent-card.json", "/poppy.json"] {
+            let r = raw_on(gw.port, "GET", doc, host, "");
+            assert_eq!(r.status, 200, "{host}{doc}: {}", r.text());
+            let text = r.text();
+            assert!(
+                text.contains("https://dealer-a.example/aap/3.0.0/dealer-a/mcp"),
+                "{host}{doc}: {text}"
+            );
+            assert!(!text.contains("dealer-b"), "{host}{doc}: {text}");
+        }
+    }
+    // Two dots are not a host: no tenant's documents.
+    let r = raw_on(gw.port, "GET", "/llms.txt", "dealer-a.example..", "");
+    assert_ne!(r.status, 200, "{}", r.text());
+}
+
+/// RFC 9112 §3.2.2: an absolute-form target's authority is the request's. One that names
+/// another host than `Host` is refused (400), never served by either tenant.
+#[test]
+fn an_absolute_form_target_that_disagrees_with_host_is_refused() {
+    let gw = two_hosted_tenants();
+    let body = modern("tools/list", json!({})).to_string();
+    let r = raw_on(
+        gw.port,
+        "POST",
+        "http://dealer-a.example/mcp",
+        "dealer-b.example",
+        &body,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("another host"), "{}", r.text());
+    // Another port is another authority too.
+    let r = raw_on(
+        gw.port,
+        "POST",
+        "http://dealer-a.example:8443/mcp",
+        "dealer-a.example",
+        &body,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    // Agreeing (case, trailing dot and the scheme's default port aside): served.
+    for (target, host) in [
+        ("http://dealer-a.example/mcp", "dealer-a.example"),
+        ("http://DEALER-A.example./mcp", "dealer-a.example:80"),
+    ] {
+        let r = raw_on(gw.port, "POST", target, host, &body);
+        assert_eq!(r.status, 200, "{target} {host}: {}", r.text());
+    }
+}
+
+/// `check` refuses URLs that can never be requested and names the key, not the URL.
+#[test]
+fn check_refuses_sink_and_feed_urls_that_can_never_work() {
+    let check = |text: &str| {
+        let dir = temp_dir("check-urls");
+        let file = dir.join("gateway.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
+            .args(["check", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let sink = |kind: &str, url: &str| {
+        format!("[[tenants.backend.sinks]]\nkind = \"{kind}\"\nname = \"crm\"\nurl = \"{url}\"\n")
+    };
+    let (ok, out) = check(&config_with(
+        "",
+        &sink("adf_http", "http://127.0.0.1:9/adf"),
+        "",
+    ));
+    assert!(ok, "{out}");
+    for (kind, url, why) in [
+        ("adf_http", "http://:99999/adf", ""),
+        ("adf_http", "http://[::1/adf", ""),
+        ("adf_http", "http:///adf", "no host"),
+        ("adf_http", "http://crm.example:65536/adf", "port"),
+        ("adf_http", "http://crm.example:0/adf", "port 0"),
+        ("adf_http", "http://crm..example/adf", ""),
+        ("webhook", "http://:99999/adf", ""),
+        (
+            "webhook",
+            "https://u:secret-token@crm.example/hook",
+            "user info",
+        ),
+    ] {
+        let (ok, out) = check(&config_with("", &sink(kind, url), ""));
+        assert!(!ok, "{url}: accepted");
+        assert!(
+            out.contains("tenants[0].backend.sinks[0].url: the URL cannot be used"),
+            "{url}: {out}"
+        );
+        assert!(out.contains(why), "{url}: {out}");
+        assert!(!out.contains(url), "{url} quoted: {out}");
+        assert!(!out.contains("secret-token"), "{out}");
+    }
+}

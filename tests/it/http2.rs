@@ -658,3 +658,58 @@ fn malformed_and_excess_streams_are_reset_alone() {
         assert_eq!(got[sid]["status"], "200", "stream {sid}: {got}");
     }
 }
+
+/// RFC 9113 §8.3.1: a `host` header naming another host than `:authority` makes the request
+/// malformed: refused (400), never routed by `host`. Agreeing (case, trailing dot aside): served.
+#[test]
+fn an_authority_and_a_different_host_header_are_refused() {
+    let gw = Gateway::start_with(&h2c_config(&[]));
+    let port = gw.port;
+    runtime().block_on(async move {
+        let (send, _driver, _) = connect(port).await;
+        let ask = |authority: String, host: Option<String>| {
+            let send = send.clone();
+            async move {
+                let mut send = send.ready().await.unwrap();
+                let mut req = http::Request::builder()
+                    .method("POST")
+                    .uri(format!("http://{authority}{ENDPOINT}"))
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", MODERN)
+                    .header("mcp-method", "tools/list");
+                if let Some(h) = host {
+                    req = req.header("host", h);
+                }
+                let (resp, mut tx) = send.send_request(req.body(()).unwrap(), false).unwrap();
+                let _ = tx.send_data(Bytes::from(tools_list()), true);
+                let resp = resp.await.unwrap();
+                let (parts, mut rx) = resp.into_parts();
+                let mut body = Vec::new();
+                while let Some(chunk) = rx.data().await {
+                    let chunk = chunk.unwrap();
+                    let _ = rx.flow_control().release_capacity(chunk.len());
+                    body.extend_from_slice(&chunk);
+                }
+                (
+                    parts.status.as_u16(),
+                    String::from_utf8_lossy(&body).into_owned(),
+                )
+            }
+        };
+        let (status, body) = ask(format!("127.0.0.1:{port}"), Some("other.example".into())).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains(":authority"), "{body}");
+        let (status, body) = ask(format!("a.example:{port}"), Some("b.example".into())).await;
+        assert_eq!(status, 400, "{body}");
+        let (status, body) = ask(
+            format!("localhost:{port}"),
+            Some(format!("LOCALHOST.:{port}")),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(tool_count(body.as_bytes()), 5);
+        let (status, body) = ask(format!("127.0.0.1:{port}"), None).await;
+        assert_eq!(status, 200, "{body}");
+    });
+}

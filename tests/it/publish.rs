@@ -419,6 +419,33 @@ fn a_tenant_that_requires_oauth_says_so_and_its_documents_stay_public() {
         url,
         "auth.resource is the public_url"
     );
+    // The metadata is public, and a browser client is pointed at it: CORS for any origin,
+    // preflight included.
+    let meta_path = "/.well-known/oauth-protected-resource/aap/3.0.0/demo-toyota/mcp";
+    let r = request(
+        gw.port,
+        "GET",
+        meta_path,
+        &[("Origin", "https://app.example")],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    let r = request(
+        gw.port,
+        "OPTIONS",
+        meta_path,
+        &[
+            ("Origin", "https://app.example"),
+            ("Access-Control-Request-Method", "GET"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert!(r
+        .header("access-control-allow-methods")
+        .is_some_and(|m| m.contains("GET")));
     // ...and the documents, served without one, say the same.
     let (card, llms, poppy) = documents(&gw, PREFIX);
     let card = card.json();
@@ -578,7 +605,13 @@ fn card_id_changes_with_content_only_and_caching_follows_list_ttl() {
         "strong: {etag}"
     );
     // Conditional GET and HEAD.
-    let again = request(gw.port, "GET", &path, &[("If-None-Match", &etag)], b"");
+    let again = request(
+        gw.port,
+        "GET",
+        &path,
+        &[("If-None-Match", etag.as_str())],
+        b"",
+    );
     assert_eq!(again.status, 304);
     assert!(again.body.is_empty());
     assert_eq!(again.header("etag"), Some(etag.as_str()));
@@ -631,7 +664,13 @@ fn card_id_changes_with_content_only_and_caching_follows_list_ttl() {
     let changed = get(&gw, &path);
     assert_ne!(id(&changed), id(&first));
     assert_ne!(changed.header("etag"), Some(etag.as_str()));
-    let r = request(gw.port, "GET", &path, &[("If-None-Match", &etag)], b"");
+    let r = request(
+        gw.port,
+        "GET",
+        &path,
+        &[("If-None-Match", etag.as_str())],
+        b"",
+    );
     assert_eq!(r.status, 200);
     // The other documents name the new id.
     let poppy = get(&gw, &format!("{PREFIX}/poppy.json")).json();
@@ -788,4 +827,83 @@ fn cors_for_allowed_origins_only_on_endpoint_and_relay_tenants() {
         "{}",
         r.text()
     );
+}
+
+#[test]
+fn cors_promises_vary_a2a_extensions_and_conditional_document_reads() {
+    let gw = Gateway::start();
+    // A path that echoes allowed origins varies by Origin even when a request has none:
+    // a shared cache must not hand this answer to a page of an allowed origin.
+    let r = gw.rpc(&[], &modern("tools/list", json!({})));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.header("access-control-allow-origin").is_none());
+    assert_eq!(r.header("vary"), Some("Origin"));
+    // The A2A binding lets a browser A2A client read A2A-Extensions.
+    let a2a = "/aap/3.0.0/demo-toyota/a2a";
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}});
+    let r = request(
+        gw.port,
+        "POST",
+        a2a,
+        &[
+            ("Origin", ALLOWED),
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some(ALLOWED),
+        "{}",
+        r.text()
+    );
+    let exposed = r
+        .header("access-control-expose-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(exposed.contains("a2a-extensions"), "{exposed}");
+    let r = request(
+        gw.port,
+        "POST",
+        a2a,
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.header("vary"), Some("Origin"), "{}", r.text());
+    // A discovery document's preflight allows the conditional-request headers a page
+    // revalidates with (a cross-origin If-None-Match is not refused by the browser).
+    let card = format!("{PREFIX}/.well-known/agent-card.json");
+    let r = request(
+        gw.port,
+        "OPTIONS",
+        &card,
+        &[
+            ("Origin", "https://any.example"),
+            ("Access-Control-Request-Method", "GET"),
+            ("Access-Control-Request-Headers", "if-none-match"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    let allowed = r
+        .header("access-control-allow-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(allowed.contains("if-none-match"), "{allowed}");
+    // ...and the conditional read itself answers 304 with the CORS headers.
+    let etag = get(&gw, &card).header("etag").unwrap().to_owned();
+    let r = request(
+        gw.port,
+        "GET",
+        &card,
+        &[
+            ("Origin", "https://any.example"),
+            ("If-None-Match", etag.as_str()),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
 }

@@ -4,6 +4,11 @@
 requires `Authorization` when --auth is given. Each request is logged to --log as
 `<status> <if-none-match or ->`.
 
+With --huge BYTES, a file `<--file>.mode` holding `huge` or `huge-declared` switches the answer
+to a generated body of BYTES (CSV rows, written 64 KiB at a time, never held in memory): without
+a Content-Length (`huge`) or with one (`huge-declared`). The bytes actually written before the
+client hung up are logged as `sent <mode> <n>`.
+
     python3 feed_server.py --port 8099 --file inventory.csv --log requests.log [--auth "Bearer x"]
 """
 import argparse
@@ -23,7 +28,39 @@ class Handler(BaseHTTPRequestHandler):
         with open(args.log, "a") as f:
             f.write("%d %s\n" % (status, self.headers.get("If-None-Match", "-")))
 
+    def huge(self, mode):
+        self.record(200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/csv")
+        if mode == "huge-declared":
+            self.send_header("Content-Length", str(args.huge))
+        else:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        row = b"VIN,Stock #,Year,Make\n" + b"1HGCM82633A004352,S1,2020,Honda\n" * 2047
+        piece = (row * (65536 // len(row) + 1))[:65536]
+        sent = 0
+        try:
+            while sent < args.huge:
+                n = min(len(piece), args.huge - sent)
+                self.wfile.write(piece[:n])
+                sent += n
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        with open(args.log, "a") as f:
+            f.write("sent %s %d\n" % (mode, sent))
+        self.close_connection = True
+
     def do_GET(self):
+        mode = ""
+        if args.huge:
+            try:
+                with open(args.file + ".mode") as f:
+                    mode = f.read().strip()
+            except FileNotFoundError:
+                pass
+        if mode in ("huge", "huge-declared"):
+            return self.huge(mode)
         if args.auth and self.headers.get("Authorization") != args.auth:
             self.record(401)
             self.send_response(401)
@@ -55,5 +92,6 @@ if __name__ == "__main__":
     p.add_argument("--file", required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--auth")
+    p.add_argument("--huge", type=int, default=0)
     args = p.parse_args()
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()

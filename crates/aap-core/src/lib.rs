@@ -26,6 +26,7 @@ pub mod digest;
 pub mod error;
 pub mod exchange;
 pub mod feed;
+pub mod host;
 pub mod json;
 pub mod mcp;
 pub mod metrics;

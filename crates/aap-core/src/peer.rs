@@ -77,20 +77,7 @@ impl PeerSpec {
     }
 }
 
-/// RFC 1123 host-name syntax (labels of letters, digits and inner '-',
-/// '_' tolerated as resolvers do), or an IPv4 literal. Hand-written: the
-/// rule is a few lines and no URL crate is a dependency.
+/// A host name or IPv4 literal by the rules of `crate::host` (one rule set for every host).
 fn is_host_name(h: &str) -> bool {
-    let h = h.strip_suffix('.').unwrap_or(h);
-    !h.is_empty()
-        && h.len() <= 253
-        && h.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
+    crate::host::Authority::parse(h).is_ok_and(|a| !a.host.starts_with('['))
 }

@@ -18,8 +18,6 @@ use std::time::Duration;
 
 /// Rejected rows logged one per line for each load; the rest are counted.
 const LOGGED_REJECTS: usize = 100;
-/// Largest feed body accepted from a URL.
-const MAX_FEED_BYTES: usize = 512 * 1024 * 1024;
 
 /// Where a feed is read from.
 #[derive(Debug, Clone)]
@@ -30,6 +28,8 @@ pub enum Location {
         authorization: Option<Secret>,
         ca_file: Option<PathBuf>,
         timeout: Duration,
+        /// The largest body accepted (`max_bytes`).
+        max_bytes: u64,
     },
 }
 
@@ -59,6 +59,7 @@ impl SourceSpec {
                 authorization: feed.authorization.clone(),
                 ca_file: feed.ca_file.as_deref().map(resolve),
                 timeout: Duration::from_millis(feed.timeout_ms),
+                max_bytes: feed.max_bytes,
             },
             (Some(p), None) => Location::File(resolve(p)),
             (None, None) => Location::File(PathBuf::new()),
@@ -83,8 +84,9 @@ impl SourceSpec {
                 authorization,
                 ca_file,
                 timeout,
+                max_bytes,
             } => format!(
-                "url:{url}|{}|{ca_file:?}|{timeout:?}",
+                "url:{url}|{}|{ca_file:?}|{timeout:?}|{max_bytes}",
                 authorization
                     .as_ref()
                     .map(|a| hex::encode(Sha256::digest(a.expose().as_bytes())))
@@ -201,6 +203,8 @@ pub struct UrlFetch {
     url: String,
     authorization: Option<Secret>,
     timeout: Duration,
+    /// The largest body accepted (`max_bytes`).
+    max_bytes: u64,
     client: Result<reqwest::Client, String>,
     /// `ETag` and `Last-Modified` of the last body parsed.
     validators: Mutex<(Option<String>, Option<String>)>,
@@ -212,11 +216,13 @@ impl UrlFetch {
         authorization: Option<Secret>,
         ca_file: Option<&Path>,
         timeout: Duration,
+        max_bytes: u64,
     ) -> UrlFetch {
         UrlFetch {
             url,
             authorization,
             timeout,
+            max_bytes,
             client: crate::outbound::client(ca_file, timeout).map_err(|e| e.to_string()),
             validators: Mutex::new((None, None)),
         }
@@ -272,14 +278,24 @@ impl FeedFetch for UrlFetch {
             header(reqwest::header::ETAG),
             header(reqwest::header::LAST_MODIFIED),
         );
-        let mut body = Vec::new();
+        // The cap holds before the download (a declared length over it is refused without
+        // reading a byte) and while it runs (each chunk is counted before it is kept), so a
+        // body never takes more than the cap, whatever the peer says or sends.
+        let cap = self.max_bytes;
+        let too_large = || {
+            Fetched::Failed(format!(
+                "the feed is larger than max_bytes ({cap} bytes); the previous inventory keeps serving"
+            ))
+        };
+        let declared = resp.content_length();
+        if declared.is_some_and(|n| n > cap) {
+            return too_large();
+        }
+        // Reserve the declared length (at most the cap) once instead of doubling up to it.
+        let mut body = Vec::with_capacity(declared.unwrap_or(0) as usize);
         loop {
             match resp.chunk().await {
-                Ok(Some(c)) if body.len() + c.len() > MAX_FEED_BYTES => {
-                    return Fetched::Failed(format!(
-                        "the feed is larger than {MAX_FEED_BYTES} bytes"
-                    ))
-                }
+                Ok(Some(c)) if (body.len() + c.len()) as u64 > cap => return too_large(),
                 Ok(Some(c)) => body.extend_from_slice(&c),
                 Ok(None) => break,
                 Err(e) => return Fetched::Failed(format!("download failed: {}", e.without_url())),
@@ -368,11 +384,13 @@ impl FeedSource {
                 authorization,
                 ca_file,
                 timeout,
+                max_bytes,
             } => Box::new(UrlFetch::new(
                 url.clone(),
                 authorization.clone(),
                 ca_file.as_deref(),
                 *timeout,
+                *max_bytes,
             )),
         };
         let source = Arc::new(FeedSource {

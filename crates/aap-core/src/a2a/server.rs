@@ -68,13 +68,41 @@ pub fn head_refusal(ep: &Endpoint, req: &HttpRequest) -> Option<RpcError> {
             "Unsupported Media Type: Content-Type must be application/json",
         ));
     }
-    if negotiate(req.header_str("accept")) != Some(ResponseMedia::Json) {
-        return Some(RpcError::of(
-            Failure::NotAcceptable,
-            "Not Acceptable: this A2A endpoint answers application/json",
-        ));
+    // An `Accept` of `text/event-stream` alone is decided by the method once the body is read
+    // (see [`handle`]): a streaming client asking for `SendStreamingMessage` is owed the A2A
+    // UnsupportedOperationError (-32004) the card's `streaming: false` promises, not a 406.
+    if negotiate(req.header_str("accept")).is_none() {
+        return Some(not_acceptable());
     }
     None
+}
+
+fn not_acceptable() -> RpcError {
+    RpcError::of(
+        Failure::NotAcceptable,
+        "Not Acceptable: this A2A endpoint answers application/json",
+    )
+}
+
+/// The A2A 1.0 operations a client asks for with `Accept: text/event-stream` (answered -32004
+/// like the other operations outside the profile, framed as one server-sent event).
+const STREAMING_OPERATIONS: [&str; 2] = ["SendStreamingMessage", "SubscribeToTask"];
+
+/// A JSON-RPC answer as the one event of a `text/event-stream` body (HTTP 200: the status of
+/// a stream is sent before its events), for a client that accepts only a stream.
+fn as_event_stream(resp: HttpResponse) -> HttpResponse {
+    let mut body = Vec::with_capacity(resp.body.len() + 8);
+    body.extend_from_slice(b"data: ");
+    body.extend_from_slice(&resp.body);
+    body.extend_from_slice(b"\n\n");
+    let mut out = HttpResponse::new(200).with_header("content-type", "text/event-stream");
+    out.headers.extend(
+        resp.headers
+            .into_iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("content-type")),
+    );
+    out.body = body.into();
+    out
 }
 
 /// A refusal decided before the body is interpreted (the head, admission,
@@ -116,6 +144,20 @@ pub async fn handle(
         }
     };
     out.method = Some(body.method.clone());
+    let stream_only = negotiate(req.header_str("accept")) == Some(ResponseMedia::EventStream);
+    if stream_only {
+        if !STREAMING_OPERATIONS.contains(&body.method.as_str()) {
+            out.outcome = "406".into();
+            return refused(&not_acceptable(), req, ep.max_json_depth);
+        }
+        // The order of `send_message`: the version first, then the method.
+        let e = check_version(req).err().unwrap_or_else(|| A2aFailure::UnsupportedOperation.error(
+            format!("Unsupported operation: {} is outside the AAP profile; this agent does not stream (its Agent Card says streaming: false) and serves SendMessage only", body.method),
+            &[],
+        ));
+        out.outcome = e.code.to_string();
+        return as_event_stream(respond(&e, Some(&id)));
+    }
     match send_message(ep, req, caller, &body, out).await {
         Ok(result) => {
             if out.outcome.is_empty() {
@@ -293,7 +335,8 @@ async fn send_message(
     let parts = message
         .get("parts")
         .and_then(Value::as_array)
-        .ok_or_else(|| invalid_params("params.message.parts must be an array"))?;
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| invalid_params("params.message.parts must be a non-empty array"))?;
     // Text parts are ignored (the AAP binding says so); the request is the
     // one data part, and no other kind of part is served.
     let mut others = parts.iter().filter(|p| p.get("text").is_none());

@@ -24,9 +24,6 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 pub const LLMS_PATH: &str = "/llms.txt";
 pub const POPPY_PATH: &str = "/poppy.json";
 
-/// The hosts on which plain `http` is accepted (local use only).
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
 /// Which discovery document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -146,102 +143,55 @@ pub struct Tenant<'a> {
     pub list_ttl_ms: u64,
 }
 
-/// `Ok` for an absolute `https` URL, or `http` on a loopback host; no
+/// `Ok` for an absolute `https` URL, or `http` on a loopback host (`crate::host`); no
 /// user info, query or fragment.
 pub fn check_public_url(url: &str) -> Result<(), String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or("must be an absolute https URL")?;
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    if authority.is_empty()
-        || authority.contains('@')
-        || rest.contains(['?', '#', ' '])
-        || !is_host(authority)
-    {
+    let u =
+        crate::host::http_url(url).map_err(|e| format!("must be an absolute https URL ({e})"))?;
+    if u.query().is_some() || url.contains('?') {
         return Err("must be an absolute https URL without user info, query or fragment".into());
     }
-    match scheme {
+    match u.scheme() {
         "https" => Ok(()),
-        "http" if is_loopback(authority) => Ok(()),
-        "http" => Err(
-            "must use https (plain http is accepted only on localhost, 127.0.0.1 and [::1])".into(),
+        _ if u.host_str().is_some_and(crate::host::is_loopback_host) => Ok(()),
+        _ => Err(
+            "must use https (plain http is accepted only on localhost, 127.0.0.0/8 and [::1])"
+                .into(),
         ),
-        _ => Err("must be an absolute https URL".into()),
     }
 }
 
 /// A host name or address, optionally with `:port`: what a `Host` header
-/// carries (no scheme, path or user info).
+/// carries (no scheme, path or user info), by the rules of `crate::host`.
 pub fn is_host(h: &str) -> bool {
-    let (host, port) = split_port(h);
-    let port_ok =
-        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
-    let host_ok = if let Some(v6) = host.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        v6.parse::<std::net::Ipv6Addr>().is_ok()
-    } else {
-        !host.is_empty()
-            && host.len() <= 253
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            })
-    };
-    host_ok && port_ok
+    crate::host::Authority::parse(h).is_ok()
 }
 
-/// (host, port) of `host[:port]`; IPv6 literals keep their brackets.
-fn split_port(h: &str) -> (&str, Option<&str>) {
-    if h.starts_with('[') {
-        match h.find(']') {
-            Some(i) => match h[i + 1..].strip_prefix(':') {
-                Some(p) => (&h[..=i], Some(p)),
-                None if i + 1 == h.len() => (h, None),
-                None => (h, Some("")),
-            },
-            None => (h, None),
-        }
-    } else {
-        match h.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (h, None),
-        }
+/// The key a configured dealer domain is stored under in a host table: its normalized
+/// `host[:port]` (`crate::host`: lower case, no trailing dot).
+pub fn host_table_key(configured: &str) -> String {
+    match crate::host::Authority::parse(configured) {
+        Ok(a) => a.with_port(),
+        Err(_) => configured.trim().to_ascii_lowercase(),
     }
 }
 
-/// `localhost`, `127.0.0.1` or `[::1]`, with any port; never a name that
-/// merely starts with one of them (`localhost.evil.example`).
-fn is_loopback(authority: &str) -> bool {
-    let (host, _) = split_port(authority);
-    LOOPBACK_HOSTS.iter().any(|l| host.eq_ignore_ascii_case(l))
-}
-
-/// The key a configured dealer domain is stored under in a host table: trimmed, in lower case
-/// (host names are case-insensitive).
-pub fn host_table_key(configured: &str) -> String {
-    configured.trim().to_ascii_lowercase()
-}
-
 /// The keys a request's `Host` is looked up by in a table of [`host_table_key`]s, in order: the
-/// whole header (an entry equal to it, port included), then, when it has a port, its host name
-/// alone (an entry without a port names the domain on any port). An entry with a port never
+/// whole header normalized (an entry equal to it, port included), then, when it has a port, its
+/// host alone (an entry without a port names the domain on any port). An entry with a port never
 /// equals the second key, so one table serves both.
 ///
 /// ```
 /// use aap_core::aap::publish::{host_lookup_keys, host_table_key};
-/// let (whole, bare) = host_lookup_keys("WWW.D.example:443");
+/// let (whole, bare) = host_lookup_keys("WWW.D.example.:443");
 /// assert_eq!(whole, "www.d.example:443");
 /// assert_eq!(bare.as_deref(), Some(host_table_key("www.d.example").as_str()));
 /// ```
 pub fn host_lookup_keys(host_header: &str) -> (String, Option<String>) {
-    let whole = host_header.trim().to_ascii_lowercase();
-    let bare = match split_port(&whole) {
-        (host, Some(_)) => Some(host.to_owned()),
-        (_, None) => None,
-    };
-    (whole, bare)
+    match crate::host::Authority::parse(host_header) {
+        Ok(a) => (a.with_port(), a.port.is_some().then(|| a.host.clone())),
+        Err(_) => (host_header.trim().to_ascii_lowercase(), None),
+    }
 }
 
 /// The tenant prefix: the MCP path without its last segment
@@ -573,7 +523,8 @@ pub fn llms_txt(t: &Tenant<'_>, card_id: &str) -> String {
 
 /// `https://<host>`, or the MCP URL's scheme for a loopback host.
 fn host_origin(mcp_url: &str, host: &str) -> String {
-    let scheme = if is_loopback(host) {
+    let loopback = crate::host::Authority::parse(host).is_ok_and(|a| a.is_loopback());
+    let scheme = if loopback {
         mcp_url.split_once("://").map_or("https", |(s, _)| s)
     } else {
         "https"

@@ -24,6 +24,10 @@ pub struct FeedConfig {
     /// URL: time allowed for one download, in milliseconds.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// URL: the largest body accepted, in bytes (a larger `Content-Length` is refused before
+    /// the download, a longer body is cut while it is read).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
     /// URL: a PEM bundle trusted besides the system roots.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
@@ -63,6 +67,11 @@ pub struct FeedConfig {
 fn default_timeout() -> u64 {
     30_000
 }
+/// 512 MiB: a feed is parsed whole in memory, so the cap bounds what one source can take.
+pub const DEFAULT_FEED_MAX_BYTES: u64 = 512 * 1024 * 1024;
+fn default_max_bytes() -> u64 {
+    DEFAULT_FEED_MAX_BYTES
+}
 fn default_separator() -> String {
     "|".into()
 }
@@ -88,6 +97,7 @@ impl FeedConfig {
             url: None,
             poll_interval_secs: None,
             timeout_ms: default_timeout(),
+            max_bytes: default_max_bytes(),
             ca_file: None,
             authorization: None,
             columns: BTreeMap::new(),
@@ -140,18 +150,9 @@ impl FeedConfig {
         match (&self.file, &self.url) {
             (Some(_), None) => {}
             (None, Some(u)) => {
-                if !(u.starts_with("http://") || u.starts_with("https://"))
-                    || u.contains(char::is_whitespace)
-                {
-                    return Err(format!("{}: must be an http:// or https:// URL", at("url")));
-                }
-                if u.split_once("://").is_some_and(|(_, rest)| {
-                    rest.split('/').next().is_some_and(|h| h.contains('@'))
-                }) {
-                    return Err(format!(
-                        "{}: must not carry credentials; use authorization",
-                        at("url")
-                    ));
+                // The URL is never quoted: its query may hold a token.
+                if let Err(e) = crate::host::http_url(u) {
+                    return Err(format!("{}: the URL cannot be used: {e}", at("url")));
                 }
             }
             _ => return Err(format!("{}: set exactly one of file and url", at(""))),
@@ -189,6 +190,12 @@ impl FeedConfig {
             return Err(format!(
                 "{}: must be between 1 and 600000 milliseconds",
                 at("timeout_ms")
+            ));
+        }
+        if !(1024..=4 * 1024 * 1024 * 1024).contains(&self.max_bytes) {
+            return Err(format!(
+                "{}: must be between 1024 and 4294967296 bytes",
+                at("max_bytes")
             ));
         }
         if self.stale_after_secs == 0 {

@@ -231,12 +231,17 @@ pub fn validate_sinks(sinks: &[LeadSinkConfig], at: &str) -> Result<(), String> 
                 "{here}.name: {name:?} is used by another sink of this tenant"
             ));
         }
+        // A sink URL that can never be requested is refused here, not retried for days.
+        // The URL is never quoted: its query may hold a token.
+        let url = match s {
+            LeadSinkConfig::Webhook(w) => Some(&w.url),
+            LeadSinkConfig::AdfHttp(a) => Some(&a.url),
+            LeadSinkConfig::AdfEmail(_) => None,
+        };
+        if let Some(Err(e)) = url.map(|u| crate::host::http_url(u)) {
+            return Err(format!("{here}.url: the URL cannot be used: {e}"));
+        }
         if let LeadSinkConfig::Webhook(w) = s {
-            let url = w.url.to_ascii_lowercase();
-            if !(url.starts_with("http://") || url.starts_with("https://")) || w.url.len() < 10 {
-                // The URL is never quoted: its query may hold a token.
-                return Err(format!("{here}.url: must be an http:// or https:// URL"));
-            }
             if !(100..=300_000).contains(&w.timeout_ms) {
                 return Err(format!("{here}.timeout_ms: must be between 100 and 300000"));
             }

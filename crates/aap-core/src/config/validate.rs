@@ -335,7 +335,7 @@ impl Config {
                 ));
             }
             (Some(_), None) => {}
-            (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+            (None, Some(u)) if crate::host::http_url(u).is_err() => {
                 return Err(format!("{}: must be an http(s) URL", at("auth.jwks_url")));
             }
             (None, Some(_)) => {}
@@ -487,11 +487,9 @@ impl Config {
 
     /// `[[tenants.backend.sinks]]` with `kind = "adf_http"`.
     fn validate_adf_http(&self, at: At<'_>, c: &AdfHttpSinkConfig) -> Result<(), String> {
-        if !is_http_url(&c.url) {
-            return Err(format!(
-                "{}: must be an absolute http:// or https:// URL",
-                at("url")
-            ));
+        // The URL is never quoted: its query may hold a token.
+        if let Err(e) = crate::host::http_url(&c.url) {
+            return Err(format!("{}: the URL cannot be used: {e}", at("url")));
         }
         if let Some(a) = &c.authorization {
             if a.expose().is_empty()
@@ -610,23 +608,11 @@ fn check_network(at: At<'_>, n: Option<&AdfNetworkConfig>) -> Result<(), String>
 
 /// `http[s]://host…` with a non-empty host and no whitespace.
 fn is_http_url(u: &str) -> bool {
-    let rest = u
-        .strip_prefix("https://")
-        .or_else(|| u.strip_prefix("http://"));
-    match rest {
-        Some(r) => {
-            let host = r.split(['/', '?', '#']).next().unwrap_or("");
-            !host.is_empty() && !host.contains('@') && !u.contains(char::is_whitespace)
-        }
-        None => false,
-    }
+    crate::host::http_url(u).is_ok()
 }
 
 fn is_loopback_host(h: &str) -> bool {
-    h.eq_ignore_ascii_case("localhost")
-        || h.trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    crate::host::is_loopback_host(h)
 }
 
 /// `addr@host` or `Display Name <addr@host>`, with no line break anywhere
@@ -695,13 +681,16 @@ struct Published {
 /// `hosts`: host names (no port: routing ignores it), unique across tenants.
 fn validate_hosts(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Result<(), String> {
     for h in &t.hosts {
-        if !crate::aap::publish::is_host(h) || h.contains(':') {
-            return Err(format!(
+        let key = match crate::host::Authority::parse(h) {
+            Ok(a) if a.port.is_none() => a.host,
+            _ => {
+                return Err(format!(
                 "{}: {h:?} is not a host name (like mcp.dealer.example; no scheme, port or path)",
                 at("hosts")
-            ));
-        }
-        if !seen.routed.insert(h.to_ascii_lowercase()) {
+            ))
+            }
+        };
+        if !seen.routed.insert(key) {
             return Err(format!("{}: {h:?} routes to another tenant", at("hosts")));
         }
     }
@@ -767,7 +756,7 @@ fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Resul
                 at("publish.hosts")
             ));
         }
-        if !seen.hosts.insert(h.to_ascii_lowercase()) {
+        if !seen.hosts.insert(crate::aap::publish::host_table_key(h)) {
             return Err(format!(
                 "{}: {h:?} is published by another tenant",
                 at("publish.hosts")
@@ -958,10 +947,7 @@ fn check_addr(key: &str, v: &str) -> Result<(), String> {
 }
 
 fn is_origin(o: &str) -> bool {
-    let Some((scheme, rest)) = o.split_once("://") else {
-        return false;
-    };
-    matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+    crate::host::origin(o).is_ok()
 }
 
 #[cfg(test)]
