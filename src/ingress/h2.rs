@@ -13,6 +13,7 @@
 
 use super::conn::Full;
 use super::h1::{HeadLimits, Refusal, MAX_REQUEST_LINE};
+use super::h2_budget::{self, ConnBudget, Held, NoTurn, HEAD_COST};
 use super::{new_correlation_id, too_large, Ingress, WRITE_TIMEOUT};
 use crate::error::Failure;
 use crate::exchange::{HttpRequest, HttpResponse};
@@ -24,7 +25,7 @@ use http::header::{HeaderName, HeaderValue};
 use pingora::server::ShutdownWatch;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
@@ -32,9 +33,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 /// The client connection preface (RFC 9113 §3.4) that opens an h2c connection.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Flow-control window of the whole connection: the per-stream window is the protocol
-/// default (65,535), so a few streams can upload at full speed at once.
-const CONNECTION_WINDOW: u32 = 1 << 20;
+/// Receive window of each stream: the protocol default (RFC 9113 §6.9.2), set explicitly.
+const STREAM_WINDOW: u32 = 65_535;
+
+/// Largest frame payload the gateway accepts: the protocol minimum (RFC 9113 §4.2).
+const MAX_FRAME: u32 = 16_384;
+
+/// Most of one stream's answer `h2` queues ahead of the client's window (the crate's default
+/// is about 400 KiB); smaller when `limits.h2_stream_memory_bytes` is.
+const MAX_SEND_BUFFER: usize = 400 << 10;
 
 /// After a GOAWAY: how long streams still open get before the connection is dropped.
 const CLOSE_GRACE: Duration = WRITE_TIMEOUT;
@@ -166,6 +173,63 @@ fn header_list_size(l: &HeadLimits) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// How a stream's task ended, for the connection's reset accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Answered (or refused, or reset as malformed, by the gateway).
+    Done,
+    /// The client reset the stream before its answer; its work was cancelled at once.
+    Reset,
+}
+
+/// The `h2` settings and budgets of one connection, from `[limits]`.
+struct Sizing {
+    max_streams: u32,
+    /// Receive window of the whole connection: what `h2` may buffer of request bodies the
+    /// streams have not read yet (taken from the connection's memory budget).
+    connection_window: u32,
+    /// Bytes of the connection's memory budget left for the streams (heads, bodies, answers).
+    stream_bytes: usize,
+    /// Reserved for each stream while it is handled.
+    reserve: usize,
+    max_resets: usize,
+    process_limit: usize,
+}
+
+impl Sizing {
+    fn of(l: &aap_core::config::LimitsConfig) -> Sizing {
+        let connection_window =
+            (l.h2_connection_memory_bytes / 4).clamp(STREAM_WINDOW as usize, 1 << 20) as u32;
+        Sizing {
+            max_streams: l.max_concurrent_streams,
+            connection_window,
+            stream_bytes: l.h2_connection_memory_bytes - connection_window as usize,
+            reserve: l.h2_stream_memory_bytes,
+            max_resets: l.h2_max_resets,
+            process_limit: l.h2_memory_bytes,
+        }
+    }
+
+    fn builder(&self, head_limits: &HeadLimits) -> h2::server::Builder {
+        let mut b = h2::server::Builder::new();
+        b.max_concurrent_streams(self.max_streams)
+            .max_header_list_size(header_list_size(head_limits))
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(self.connection_window)
+            .max_frame_size(MAX_FRAME)
+            // What `h2` queues of one stream's answer beyond what the client's window
+            // lets out: slices of the answer the stream's budget already counts.
+            .max_send_buffer_size(self.reserve.min(MAX_SEND_BUFFER))
+            // The crate's own flood guards, with our reset budget: streams reset before
+            // they were accepted, and resets the client's protocol errors cause; past
+            // either, `h2` sends GOAWAY ENHANCE_YOUR_CALM itself. Streams reset after they
+            // were accepted are counted in `serve` (the crate does not see them).
+            .max_pending_accept_reset_streams(self.max_resets.min(20))
+            .max_local_error_reset_streams(Some(self.max_resets));
+        b
+    }
+}
+
 /// Serve one HTTP/2 connection until it closes. `refused`: the connection is over a
 /// connection limit; every stream on it gets that answer (503 or 429, as on HTTP/1) and the
 /// connection is closed with a GOAWAY.
@@ -179,7 +243,7 @@ pub(super) async fn serve<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let (io_limits, head_limits, max_streams) = {
+    let (io_limits, head_limits, sizing) = {
         let rt = ingress.gateway.current();
         let l = &rt.config.limits;
         (
@@ -188,15 +252,17 @@ pub(super) async fn serve<T>(
                 max_headers: l.max_headers,
                 max_header_bytes: l.max_header_bytes,
             },
-            l.max_concurrent_streams,
+            Sizing::of(l),
         )
     };
+    ingress.h2_memory.set_limit(sizing.process_limit);
+    let budget = ConnBudget::new(
+        sizing.max_streams as usize,
+        sizing.stream_bytes,
+        ingress.h2_memory.clone(),
+    );
     let accepted = tokio::time::Instant::from_std(accepted);
-    let handshake = h2::server::Builder::new()
-        .max_concurrent_streams(max_streams)
-        .max_header_list_size(header_list_size(&head_limits))
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .handshake::<_, Bytes>(io);
+    let handshake = sizing.builder(&head_limits).handshake::<_, Bytes>(io);
     let first_deadline = if refused.is_some() {
         accepted + super::REFUSED_LINGER_TIME
     } else {
@@ -225,6 +291,10 @@ pub(super) async fn serve<T>(
     let mut closing = refused.map(|_| tokio::time::Instant::now() + FLUSH_GRACE);
     let mut served = false;
     let mut idle_since = tokio::time::Instant::now();
+    // Rapid reset (CVE-2023-44487): streams accepted, and those the client reset before
+    // their answer.
+    let mut opened = 0usize;
+    let mut resets = 0usize;
     loop {
         let deadline = match closing {
             Some(at) => at,
@@ -235,12 +305,34 @@ pub(super) async fn serve<T>(
             None => accepted + io_limits.header_timeout,
         };
         let mut goaway = false;
+        let mut ended = None;
         tokio::select! {
             biased;
             next = conn.accept() => match next {
-                Some(Ok((req, respond))) => {
+                Some(Ok((req, mut respond))) => {
                     served = true;
-                    streams.spawn(stream(ingress.clone(), req, respond, peer, refused));
+                    opened += 1;
+                    // Streams whose work ended count no more (their slot is free).
+                    while let Some(done) = streams.try_join_next() {
+                        resets += usize::from(done.ok() == Some(Ended::Reset));
+                    }
+                    // Streams count until their work ends, not until `h2` closes them:
+                    // past twice the open-stream limit the client is resetting faster than
+                    // the work can be cancelled.
+                    let admitted = if streams.len() >= 2 * sizing.max_streams as usize {
+                        Err(NoTurn::Connection)
+                    } else {
+                        budget.admit(HEAD_COST + head_bytes(&req))
+                    };
+                    match admitted {
+                        Ok(held) => {
+                            streams.spawn(stream(ingress.clone(), req, respond, peer, refused, held, sizing.reserve));
+                        }
+                        Err(no) => {
+                            h2_budget::METRICS.refused.with_label_values(&[no.reason()]).inc();
+                            respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        }
+                    }
                 }
                 Some(Err(e)) => {
                     tracing::debug!(error = %e, "HTTP/2 connection error");
@@ -248,7 +340,8 @@ pub(super) async fn serve<T>(
                 }
                 None => break,
             },
-            Some(_) = streams.join_next(), if !streams.is_empty() => {
+            Some(done) = streams.join_next(), if !streams.is_empty() => {
+                ended = done.ok();
                 if streams.is_empty() {
                     idle_since = tokio::time::Instant::now();
                     // Closing: what the last stream wrote gets a moment to reach the client.
@@ -267,6 +360,16 @@ pub(super) async fn serve<T>(
                 goaway = true;
             }
         }
+        resets += usize::from(ended == Some(Ended::Reset));
+        if resets > sizing.max_resets && resets * 2 > opened && closing.is_none() {
+            // A client that keeps resetting the streams it opens: GOAWAY ENHANCE_YOUR_CALM
+            // (RFC 9113 §5.4.1), its work cancelled, the connection closed once it is sent.
+            tracing::debug!(resets, opened, "HTTP/2 reset flood; closing the connection");
+            crate::metrics::connection_closed("h2_reset_flood");
+            conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            streams.abort_all();
+            closing = Some(tokio::time::Instant::now() + FLUSH_GRACE);
+        }
         if goaway {
             conn.graceful_shutdown();
             let grace = if streams.is_empty() {
@@ -280,14 +383,84 @@ pub(super) async fn serve<T>(
     // Dropping `streams` aborts any stream still running: its connection is gone.
 }
 
-/// One stream: the request under the HTTP/1 limits, `Gateway::handle`, the answer.
+/// What an accepted stream's head takes in memory: its header fields and target.
+fn head_bytes(req: &http::Request<RecvStream>) -> usize {
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 32)
+        .sum();
+    fields + req.uri().to_string().len()
+}
+
+/// One stream: its work ([`handle_stream`]) raced against the client's RST_STREAM, so a
+/// stream the client resets before its answer stops its work (backend call included) at
+/// once; `held` (its share of the budgets) is given back when the task ends.
 async fn stream(
     ingress: Arc<Ingress>,
     req: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+    respond: SendResponse<Bytes>,
     peer: Option<IpAddr>,
     refused: Option<Full>,
-) {
+    mut held: Held,
+    reserve: usize,
+) -> Ended {
+    // Locked only between awaits: the work sends on it, the watch below polls it.
+    let respond = Mutex::new(respond);
+    let work = handle_stream(&ingress, req, &respond, peer, refused, &mut held, reserve);
+    let mut watching = true;
+    let reset = std::future::poll_fn(|cx| {
+        if !watching {
+            return Poll::Pending;
+        }
+        let Ok(mut r) = respond.try_lock() else {
+            return Poll::Pending;
+        };
+        match r.poll_reset(cx) {
+            Poll::Ready(Ok(_)) => Poll::Ready(()),
+            // The answer's head is sent (or the connection failed): from here the
+            // writes see a reset themselves.
+            Poll::Ready(Err(_)) => {
+                watching = false;
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    });
+    tokio::select! {
+        ended = work => ended,
+        () = reset => {
+            h2_budget::METRICS.resets.inc();
+            Ended::Reset
+        }
+    }
+}
+
+/// Reset a stream the gateway will not serve (`h2` refuses most malformed requests itself).
+fn reset(respond: &Mutex<SendResponse<Bytes>>, reason: h2::Reason) {
+    respond
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send_reset(reason);
+}
+
+/// RFC 9113 §8.2.1: a field value must not start or end with whitespace (SP, HTAB); a
+/// request carrying one is malformed. `h2` (through `http`) accepts them.
+fn padded(v: &HeaderValue) -> bool {
+    let b = v.as_bytes();
+    matches!(b.first(), Some(b' ' | b'\t')) || matches!(b.last(), Some(b' ' | b'\t'))
+}
+
+/// The request under the HTTP/1 limits, `Gateway::handle`, the answer.
+async fn handle_stream(
+    ingress: &Arc<Ingress>,
+    req: http::Request<RecvStream>,
+    respond: &Mutex<SendResponse<Bytes>>,
+    peer: Option<IpAddr>,
+    refused: Option<Full>,
+    held: &mut Held,
+    reserve: usize,
+) -> Ended {
     let started = Instant::now();
     let (parts, mut body) = req.into_parts();
     let method = parts.method.as_str().to_owned();
@@ -302,9 +475,9 @@ async fn stream(
     if let Some(full) = refused {
         let (resp, outcome, correlation) = super::connection_refusal(full);
         let status = resp.status;
-        let _ = write_response(&mut respond, resp, head_only).await;
+        let _ = write_response(respond, resp, head_only).await;
         ingress.log_transport(&method, Some(&path), status, outcome, started, &correlation);
-        return;
+        return Ended::Done;
     }
     let (io, limits) = {
         let rt = ingress.gateway.current();
@@ -321,6 +494,10 @@ async fn stream(
     let mut header_bytes = 0usize;
     let mut has_host = false;
     for (name, value) in &parts.headers {
+        if padded(value) {
+            reset(respond, h2::Reason::PROTOCOL_ERROR);
+            return Ended::Done;
+        }
         let name = name.as_str();
         if CONNECTION_SPECIFIC.contains(&name) || (name == "te" && value.as_bytes() != b"trailers")
         {
@@ -329,7 +506,7 @@ async fn stream(
                 "bad_request",
                 format!("Bad Request: {name} is a connection-specific header field, not allowed in HTTP/2"),
             );
-            return at.refuse(&ingress, &mut respond, r).await;
+            return at.refuse(ingress, respond, r).await;
         }
         has_host |= name == "host";
         header_bytes += name.len() + value.len() + 4;
@@ -372,22 +549,31 @@ async fn stream(
                 limits.max_headers, limits.max_header_bytes
             ),
         );
-        return at.refuse(&ingress, &mut respond, r).await;
+        return at.refuse(ingress, respond, r).await;
     }
     // `h2` already checks that the DATA frames add up to a declared length.
     if let Some(n) = parts.headers.get(http::header::CONTENT_LENGTH) {
         match n.to_str().ok().and_then(|s| s.parse::<u64>().ok()) {
             Some(n) if n > io.max_body as u64 => {
-                return at
-                    .refuse(&ingress, &mut respond, too_large(io.max_body))
-                    .await;
+                return at.refuse(ingress, respond, too_large(io.max_body)).await;
             }
             Some(_) => {}
             None => {
                 let r = Refusal::new(400, "bad_request", "Bad Request: invalid Content-Length");
-                return at.refuse(&ingress, &mut respond, r).await;
+                return at.refuse(ingress, respond, r).await;
             }
         }
+    }
+    // The stream's turn: one of the connection's `max_concurrent_streams` slots and its
+    // share of the memory budgets, held until this task ends. Without one (the process-wide
+    // budget is spent) the stream is refused before any work, and the client may retry it.
+    if let Err(no) = held.turn(reserve).await {
+        h2_budget::METRICS
+            .refused
+            .with_label_values(&[no.reason()])
+            .inc();
+        reset(respond, h2::Reason::REFUSED_STREAM);
+        return Ended::Done;
     }
     let mut req = HttpRequest {
         method: method.clone(),
@@ -405,35 +591,43 @@ async fn stream(
                 "expectation_failed",
                 "Expectation Failed: only Expect: 100-continue is supported",
             );
-            return at.refuse(&ingress, &mut respond, r).await;
+            return at.refuse(ingress, respond, r).await;
         }
         if !body.is_end_stream() {
             // As on HTTP/1: a refusal the head alone decides is the final answer at once
             // (the client's body is then declined with RST_STREAM NO_ERROR); otherwise 100.
             if let Some(resp) = ingress.gateway.answer_before_body(&req).await {
-                let _ = write_response(&mut respond, resp, head_only).await;
-                return;
+                let _ = write_response(respond, resp, head_only).await;
+                return Ended::Done;
             }
             let mut cont = http::Response::new(());
             *cont.status_mut() = http::StatusCode::CONTINUE;
-            if respond.send_informational(cont).is_err() {
-                return;
+            let sent = respond
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send_informational(cont);
+            if sent.is_err() {
+                return Ended::Done;
             }
         }
     }
-    req.body = match read_body(&mut body, io.max_body, io.body_timeout).await {
+    req.body = match read_body(&mut body, io.max_body, io.body_timeout, held).await {
         Ok(Some(b)) => b,
-        Ok(None) => return,
-        Err(r) => return at.refuse(&ingress, &mut respond, r).await,
+        Ok(None) => return Ended::Reset,
+        Err(r) => return at.refuse(ingress, respond, r).await,
     };
     drop(body);
     // Boxed as on HTTP/1: the handler's state lives only while the request is handled.
     let (resp, span) = Box::pin(ingress.gateway.handle_traced(req)).await;
+    // The answer is made: counted whole, so the connection's next streams wait while a
+    // client that does not read holds it.
+    held.hold(resp.body.len(), false);
     let write_started = Instant::now();
-    let _ = write_response(&mut respond, resp, head_only).await;
+    let _ = write_response(respond, resp, head_only).await;
     if let Some(span) = span {
         span.written(write_started);
     }
+    Ended::Done
 }
 
 /// What a refusal on a stream needs to know about its request.
@@ -447,7 +641,12 @@ struct Answer<'a> {
 impl Answer<'_> {
     /// Answer a request the transport refused, on its stream only (the JSON-RPC error body
     /// and access-log line of HTTP/1); the connection's other streams go on.
-    async fn refuse(&self, ingress: &Ingress, respond: &mut SendResponse<Bytes>, r: Refusal) {
+    async fn refuse(
+        &self,
+        ingress: &Ingress,
+        respond: &Mutex<SendResponse<Bytes>>,
+        r: Refusal,
+    ) -> Ended {
         let correlation = new_correlation_id();
         let err = RpcError::of(Failure::Framing(r.status), r.message);
         let resp = HttpResponse::json(r.status, &err.to_body(None))
@@ -461,6 +660,7 @@ impl Answer<'_> {
             self.started,
             &correlation,
         );
+        Ended::Done
     }
 }
 
@@ -469,6 +669,7 @@ async fn read_body(
     body: &mut RecvStream,
     limit: usize,
     timeout: Duration,
+    held: &mut Held,
 ) -> Result<Option<Bytes>, Refusal> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut buf = BytesMut::new();
@@ -488,6 +689,13 @@ async fn read_body(
                 if buf.len() + chunk.len() > limit {
                     return Err(too_large(limit));
                 }
+                if !held.hold(buf.len() + chunk.len(), true) {
+                    return Err(Refusal::new(
+                        503,
+                        "memory_budget",
+                        "Service Unavailable: the gateway holds too many HTTP/2 request bodies; retry later",
+                    ));
+                }
                 buf.extend_from_slice(&chunk);
             }
         }
@@ -497,7 +705,7 @@ async fn read_body(
 /// Write an answer on its stream: the head, then the body (or each streamed part as it
 /// comes, as HTTP/1 writes chunks), each write bounded by [`WRITE_TIMEOUT`].
 async fn write_response(
-    respond: &mut SendResponse<Bytes>,
+    respond: &Mutex<SendResponse<Bytes>>,
     mut resp: HttpResponse,
     head_only: bool,
 ) -> Result<(), ()> {
@@ -525,7 +733,11 @@ async fn write_response(
         );
     }
     let end_now = head_only || (rest.is_none() && resp.body.is_empty());
-    let mut tx = respond.send_response(head, end_now).map_err(drop)?;
+    let sent = respond
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send_response(head, end_now);
+    let mut tx = sent.map_err(drop)?;
     if end_now {
         return Ok(());
     }

@@ -12,6 +12,7 @@
 pub mod conn;
 pub mod h1;
 pub mod h2;
+pub mod h2_budget;
 
 use crate::context::RequestCtx;
 use crate::error::Failure;
@@ -46,13 +47,18 @@ const REFUSED_LINGER_TIME: Duration = Duration::from_secs(1);
 pub struct Ingress {
     pub gateway: Arc<Gateway>,
     conns: Arc<ConnTable>,
+    /// What every HTTP/2 stream holds, against `limits.h2_memory_bytes`.
+    h2_memory: Arc<h2_budget::ProcessBudget>,
 }
 
 impl Ingress {
     pub fn new(gateway: Arc<Gateway>) -> Ingress {
+        // The HTTP/2 metrics are listed from the start (at zero).
+        std::sync::LazyLock::force(&h2_budget::METRICS);
         Ingress {
             gateway,
             conns: Arc::new(ConnTable::default()),
+            h2_memory: Arc::new(h2_budget::ProcessBudget::default()),
         }
     }
 

@@ -18,6 +18,7 @@ mod contract;
 mod demo;
 mod feeds;
 mod framing;
+mod h2_abuse;
 mod host_routing;
 mod hostile;
 mod http2;

@@ -62,7 +62,7 @@ MAX_BODY = 4 * 1024 * 1024
 PV_META = "io.modelcontextprotocol/protocolVersion"
 
 
-def build_server(dealer: aap_dealer.Dealer, sse: bool, hold: Path | None = None) -> Server:
+def build_server(dealer: aap_dealer.Dealer, sse: bool, hold: Path | None = None, delay_ms: int = 0) -> Server:
     tools_wire = aap_dealer.tool_catalog(dealer.schemas)
     tools = [types.Tool.model_validate(t) for t in tools_wire]
     input_schemas = {t["name"]: t["inputSchema"] for t in tools_wire}
@@ -77,6 +77,9 @@ def build_server(dealer: aap_dealer.Dealer, sse: bool, hold: Path | None = None)
         filters = (params.arguments or {}).get("filters") or {}
         if isinstance(filters, dict) and filters.get("query") == "upstream-protocol-error":
             raise MCPError(-32602, "Invalid params: this upstream refuses the query", {"field": "filters.query"})
+        if delay_ms:
+            # A slow dealer system (--delay-ms): every tool call takes this long.
+            await anyio.sleep(delay_ms / 1000)
         if sse:
             meta = ctx.meta or {}
             if meta.get("progress_token", meta.get("progressToken")) is not None:
@@ -253,6 +256,7 @@ def main() -> None:
     ap.add_argument("--schemas-dir", type=Path, default=None)
     ap.add_argument("--hold-until", type=Path, default=None, help="with --sse and a progress token: after the first progress notification, wait (at most 20 s) until this file exists")
     ap.add_argument("--seen", type=Path, default=None, help="append the Mcp-*, traceparent and tracestate headers and the body of every POST to this JSONL file")
+    ap.add_argument("--delay-ms", type=int, default=0, help="answer every tools/call this many milliseconds late (a slow upstream)")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -263,7 +267,7 @@ def main() -> None:
         sdk_modern._SSE_PING_INTERVAL = args.sse_keepalive
 
     dealer = aap_dealer.Dealer(args.leads, args.data_dir, args.schemas_dir, peer="strict-mcp")
-    server = build_server(dealer, sse=args.sse, hold=args.hold_until)
+    server = build_server(dealer, sse=args.sse, hold=args.hold_until, delay_ms=args.delay_ms)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=not args.sse,

@@ -17,6 +17,10 @@ impl Default for LimitsConfig {
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
             max_concurrent_streams: 100,
+            h2_connection_memory_bytes: 8 << 20,
+            h2_stream_memory_bytes: 64 << 10,
+            h2_memory_bytes: 256 << 20,
+            h2_max_resets: 100,
         }
     }
 }

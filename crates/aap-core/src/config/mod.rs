@@ -141,6 +141,18 @@ pub struct LimitsConfig {
     /// HTTP/2: streams a client may have open at once on one connection
     /// (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused (RST_STREAM).
     pub max_concurrent_streams: u32,
+    /// HTTP/2: memory one connection may hold in request bodies, unsent answers and its
+    /// receive window; a stream that would go over waits for its turn.
+    pub h2_connection_memory_bytes: usize,
+    /// HTTP/2: memory reserved for each stream while its request is handled (its body
+    /// and answer; a larger answer is counted whole).
+    pub h2_stream_memory_bytes: usize,
+    /// HTTP/2: memory all connections together may hold; new streams over it are
+    /// refused (RST_STREAM REFUSED_STREAM).
+    pub h2_memory_bytes: usize,
+    /// HTTP/2: streams a client may reset before their answer, past which (and past half
+    /// the connection's streams) the connection gets GOAWAY ENHANCE_YOUR_CALM.
+    pub h2_max_resets: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -143,6 +143,22 @@ impl Config {
         if !(1..=1000).contains(&l.max_concurrent_streams) {
             return Err("limits.max_concurrent_streams: must be between 1 and 1000".into());
         }
+        if !((16 << 10)..=(16 << 20)).contains(&l.h2_stream_memory_bytes) {
+            return Err("limits.h2_stream_memory_bytes: must be between 16384 and 16777216".into());
+        }
+        if l.h2_connection_memory_bytes < 2 * l.h2_stream_memory_bytes
+            || l.h2_connection_memory_bytes > 1 << 30
+        {
+            return Err("limits.h2_connection_memory_bytes: must be at least twice limits.h2_stream_memory_bytes and at most 1073741824".into());
+        }
+        if l.h2_memory_bytes < l.h2_connection_memory_bytes {
+            return Err(
+                "limits.h2_memory_bytes: must be at least limits.h2_connection_memory_bytes".into(),
+            );
+        }
+        if !(1..=1_000_000).contains(&l.h2_max_resets) {
+            return Err("limits.h2_max_resets: must be between 1 and 1000000".into());
+        }
         Ok(())
     }
 
@@ -1001,6 +1017,31 @@ mod tests {
                 e.to_string().contains("limits.max_concurrent_streams"),
                 "{e}"
             );
+        }
+        for (from, to, key) in [
+            (
+                "max_concurrent_streams = 100",
+                "max_concurrent_streams = 100\nh2_stream_memory_bytes = 1000",
+                "h2_stream_memory_bytes",
+            ),
+            (
+                "max_concurrent_streams = 100",
+                "max_concurrent_streams = 100\nh2_connection_memory_bytes = 300000",
+                "h2_connection_memory_bytes",
+            ),
+            (
+                "max_concurrent_streams = 100",
+                "max_concurrent_streams = 100\nh2_memory_bytes = 1048576",
+                "h2_memory_bytes",
+            ),
+            (
+                "max_concurrent_streams = 100",
+                "max_concurrent_streams = 100\nh2_max_resets = 0",
+                "h2_max_resets",
+            ),
+        ] {
+            let e = parse(&shipped.replace(from, to)).unwrap_err();
+            assert!(e.to_string().contains(&format!("limits.{key}")), "{e}");
         }
         let tls = shipped.replace(
             "h2c = false",

@@ -1,0 +1,309 @@
+//! Memory and concurrency accounting for HTTP/2 streams: the per-connection budget (streams
+//! handled at once, bytes held) and the process-wide one under which new streams are refused.
+//!
+//! Hand-written because the `h2` crate bounds only what it buffers itself (flow-control
+//! windows, its send buffer) and counts a stream only while it is open on the wire: a stream
+//! the client reset is closed for `h2` at once, while the work it started may still run and
+//! its request body and answer stay in the gateway's memory. Here a stream counts from the
+//! moment it is accepted until its task ends (answer written, or work cancelled).
+
+use prometheus::{IntCounterVec, IntGauge, Opts};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use tokio::sync::Notify;
+
+/// What a stream's accepted head costs before its work starts: the task, the `h2` stream
+/// state and the parsed head (its header bytes are added).
+pub(super) const HEAD_COST: usize = 2048;
+
+/// The HTTP/2 metrics (registered with the gateway's registry on first use).
+pub(super) struct H2Metrics {
+    /// `aap_h2_streams_refused_total{reason}`.
+    pub refused: IntCounterVec,
+    /// `aap_h2_streams_reset_total`: streams the client reset before their answer (their
+    /// work was cancelled).
+    pub resets: prometheus::IntCounter,
+    /// `aap_h2_memory_bytes`: what the process-wide budget holds now.
+    pub memory: IntGauge,
+    /// `aap_h2_streams_working`: streams whose request is being handled now.
+    pub working: IntGauge,
+}
+
+pub(super) static METRICS: LazyLock<H2Metrics> = LazyLock::new(|| {
+    let r = &crate::metrics::METRICS.registry;
+    let refused = IntCounterVec::new(
+        Opts::new(
+            "aap_h2_streams_refused_total",
+            "HTTP/2 streams refused with RST_STREAM REFUSED_STREAM before any work, by reason",
+        ),
+        &["reason"],
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    let resets = prometheus::IntCounter::new(
+        "aap_h2_streams_reset_total",
+        "HTTP/2 streams the client reset before their answer; their work was cancelled",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    let memory = IntGauge::new(
+        "aap_h2_memory_bytes",
+        "Bytes the HTTP/2 streams hold now (heads, bodies, answers) against limits.h2_memory_bytes",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    let working = IntGauge::new(
+        "aap_h2_streams_working",
+        "HTTP/2 streams whose request is being handled now",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    for m in [
+        Box::new(refused.clone()) as Box<dyn prometheus::core::Collector>,
+        Box::new(resets.clone()),
+        Box::new(memory.clone()),
+        Box::new(working.clone()),
+    ] {
+        let _ = r.register(m);
+    }
+    for reason in ["memory", "streams"] {
+        refused.with_label_values(&[reason]);
+    }
+    H2Metrics {
+        refused,
+        resets,
+        memory,
+        working,
+    }
+});
+
+/// The process-wide budget: bytes every HTTP/2 stream holds, against `limits.h2_memory_bytes`
+/// (read at each connection's start, so a reload applies to new connections).
+#[derive(Debug, Default)]
+pub struct ProcessBudget {
+    used: AtomicUsize,
+    limit: AtomicUsize,
+}
+
+impl ProcessBudget {
+    pub(super) fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+    }
+
+    fn try_take(&self, n: usize) -> bool {
+        let limit = self.limit.load(Ordering::Relaxed);
+        let ok = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                (u + n <= limit).then_some(u + n)
+            })
+            .is_ok();
+        if ok {
+            METRICS.memory.add(n as i64);
+        }
+        ok
+    }
+
+    fn force_take(&self, n: usize) {
+        self.used.fetch_add(n, Ordering::AcqRel);
+        METRICS.memory.add(n as i64);
+    }
+
+    fn give(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+        METRICS.memory.sub(n as i64);
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}
+
+/// One connection's budget: streams handled at once (`limits.max_concurrent_streams`) and
+/// bytes held (`limits.h2_connection_memory_bytes` less the receive window).
+pub(super) struct ConnBudget {
+    state: Mutex<ConnState>,
+    freed: Notify,
+    max_working: usize,
+    max_bytes: usize,
+    process: Arc<ProcessBudget>,
+}
+
+#[derive(Default)]
+struct ConnState {
+    working: usize,
+    bytes: usize,
+}
+
+/// Why a stream gets no turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NoTurn {
+    /// The process-wide budget is spent.
+    Memory,
+    /// The connection's own budget cannot even hold the stream's head.
+    Connection,
+}
+
+impl NoTurn {
+    pub(super) fn reason(self) -> &'static str {
+        match self {
+            NoTurn::Memory => "memory",
+            NoTurn::Connection => "streams",
+        }
+    }
+}
+
+impl ConnBudget {
+    pub(super) fn new(
+        max_working: usize,
+        max_bytes: usize,
+        process: Arc<ProcessBudget>,
+    ) -> Arc<ConnBudget> {
+        Arc::new(ConnBudget {
+            state: Mutex::new(ConnState::default()),
+            freed: Notify::new(),
+            max_working,
+            max_bytes,
+            process,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConnState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Count an accepted stream's head (`n` bytes): refused when either budget is spent.
+    pub(super) fn admit(self: &Arc<Self>, n: usize) -> Result<Held, NoTurn> {
+        {
+            let mut s = self.lock();
+            if s.bytes + n > self.max_bytes {
+                return Err(NoTurn::Connection);
+            }
+            if !self.process.try_take(n) {
+                return Err(NoTurn::Memory);
+            }
+            s.bytes += n;
+        }
+        Ok(Held {
+            budget: self.clone(),
+            bytes: n,
+            working: false,
+        })
+    }
+
+    fn release(&self, bytes: usize, working: bool) {
+        {
+            let mut s = self.lock();
+            s.bytes -= bytes;
+            if working {
+                s.working -= 1;
+                METRICS.working.dec();
+            }
+        }
+        self.process.give(bytes);
+        self.freed.notify_waiters();
+    }
+}
+
+/// What one stream holds of its connection's and the process's budgets; given back on drop
+/// (when the stream's task ends, however it ends).
+pub(super) struct Held {
+    budget: Arc<ConnBudget>,
+    bytes: usize,
+    working: bool,
+}
+
+impl Held {
+    /// Wait for a turn to be handled: one of the connection's `max_concurrent_streams` slots
+    /// and `reserve` bytes of its budget. `Err` when the process-wide budget cannot hold
+    /// `reserve` (the stream is then refused).
+    pub(super) async fn turn(&mut self, reserve: usize) -> Result<(), NoTurn> {
+        let b = self.budget.clone();
+        loop {
+            let freed = b.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut s = b.lock();
+                if s.working < b.max_working && s.bytes + reserve <= b.max_bytes {
+                    if !b.process.try_take(reserve) {
+                        return Err(NoTurn::Memory);
+                    }
+                    s.working += 1;
+                    s.bytes += reserve;
+                    METRICS.working.inc();
+                    self.working = true;
+                    self.bytes += reserve;
+                    return Ok(());
+                }
+            }
+            freed.await;
+        }
+    }
+
+    /// The stream holds `n` bytes (body or answer) in all: counted beyond what it holds
+    /// already. `strict`: refused (`false`) when a budget cannot hold them; otherwise counted
+    /// anyway (an answer already made), so that the connection's next streams wait.
+    pub(super) fn hold(&mut self, n: usize, strict: bool) -> bool {
+        if n <= self.bytes {
+            return true;
+        }
+        let more = n - self.bytes;
+        let b = &self.budget;
+        let mut s = b.lock();
+        if strict {
+            if s.bytes + more > b.max_bytes || !b.process.try_take(more) {
+                return false;
+            }
+        } else {
+            b.process.force_take(more);
+        }
+        s.bytes += more;
+        self.bytes += more;
+        true
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes, self.working);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn turns_wait_for_slots_and_bytes_and_the_process_refuses() {
+        let process = Arc::new(ProcessBudget::default());
+        process.set_limit(10_000);
+        let conn = ConnBudget::new(2, 6_000, process.clone());
+        let mut a = conn.admit(100).unwrap();
+        let mut b = conn.admit(100).unwrap();
+        let mut c = conn.admit(100).unwrap();
+        a.turn(2_000).await.unwrap();
+        b.turn(2_000).await.unwrap();
+        // Two slots taken: the third waits until one ends.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), c.turn(2_000))
+                .await
+                .is_err()
+        );
+        drop(a);
+        tokio::time::timeout(Duration::from_secs(1), c.turn(2_000))
+            .await
+            .expect("a slot freed")
+            .unwrap();
+        assert_eq!(process.used(), 4_200);
+        // An answer bigger than the reservation is counted whole.
+        assert!(b.hold(5_000, false));
+        assert_eq!(process.used(), 7_200);
+        // Strict holds refuse what the connection cannot take.
+        assert!(!c.hold(4_000, true));
+        // The process budget refuses a head on another connection.
+        let other = ConnBudget::new(2, 6_000, process.clone());
+        assert_eq!(other.admit(5_000).err(), Some(NoTurn::Memory));
+        drop((b, c));
+        assert_eq!(process.used(), 0);
+        assert_eq!(conn.lock().working, 0);
+    }
+}
