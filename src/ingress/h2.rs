@@ -531,7 +531,7 @@ async fn handle_stream(
                 "bad_request",
                 "Bad Request: :authority and host name different hosts",
             );
-            return at.refuse(&ingress, &mut respond, r).await;
+            return at.refuse(ingress, respond, r).await;
         }
     }
     if !has_host {
