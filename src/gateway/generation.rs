@@ -185,6 +185,9 @@ impl ConfigGeneration {
                         .map_err(|e| BuildError(format!("state: {e}")))?;
                     if crate::store::legacy_fleet(&config) {
                         // Idempotency and leads of record stay in Redis.
+                        if clusters.is_online() {
+                            tracing::warn!("state.backend = \"redis\" with state.lead_store = \"sqlite\": each instance's outbox is on its own disk; a fleet should set state.lead_store = \"postgres\"");
+                        }
                         (counters, store)
                     } else {
                         let state = Arc::new(crate::store::StoreState {

@@ -682,3 +682,90 @@ fn postgres_restart_mid_burst_loses_no_received_lead() {
     let got = rx.wait_for(&want, Duration::from_secs(60));
     assert!(got.values().all(|n| *n == 1), "{got:?}");
 }
+
+/// The SQLite store on a tiny tmpfs that is then filled to ENOSPC: leads
+/// are refused with the documented INTERNAL_ERROR (retryable, nothing
+/// sent); once space is freed, every key retried gets one lead id, and
+/// with the sink up every lead answered `received` arrives exactly once.
+#[test]
+fn a_full_disk_refuses_leads_as_not_sent_and_loses_none_once_freed() {
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let mut rx = Receiver::down();
+    let dir = temp_dir("enospc");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&state)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs (the tests run as root)");
+    let _unmount = Unmount(state.clone());
+    let cfg_path = dir.join("gateway.toml");
+    std::fs::write(&cfg_path, config(&rx.url(), "")).unwrap();
+    let gw = Gateway::launch(cfg_path, state.clone());
+    let mut told: BTreeMap<String, String> = BTreeMap::new();
+    let mut keys = Vec::new();
+    for i in 0..10 {
+        let key = format!("full-a{i}-{}", uuid::Uuid::new_v4().simple());
+        match crate::lead_path::submit(gw.port, &key) {
+            crate::lead_path::Answer::Lead(id) => told.insert(key.clone(), id),
+            other => panic!("before the disk filled: {other:?}"),
+        };
+        keys.push(key);
+    }
+    let fill = state.join("fill");
+    let _ = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", fill.display()))
+        .args(["bs=16k"])
+        .stderr(Stdio::null())
+        .status();
+    let mut refused = 0;
+    for i in 0..40 {
+        let key = format!("full-b{i}-{}", uuid::Uuid::new_v4().simple());
+        match crate::lead_path::submit(gw.port, &key) {
+            crate::lead_path::Answer::Lead(id) => {
+                told.insert(key.clone(), id);
+            }
+            crate::lead_path::Answer::Error(code, sc) => {
+                assert_eq!(code, "INTERNAL_ERROR", "{sc}");
+                assert_eq!(sc["retryable"], true, "{sc}");
+                assert!(
+                    sc["message"].as_str().unwrap().contains("nothing was sent"),
+                    "{sc}"
+                );
+                refused += 1;
+            }
+            crate::lead_path::Answer::Nothing => panic!("no answer with a full disk"),
+        }
+        keys.push(key);
+    }
+    assert!(refused > 0, "the full disk refused nothing");
+    std::fs::remove_file(&fill).unwrap();
+    let mut ids = BTreeSet::new();
+    for key in &keys {
+        match crate::lead_path::submit_until_final(gw.port, key, Duration::from_secs(30)) {
+            crate::lead_path::Answer::Lead(id) => {
+                if let Some(before) = told.get(key) {
+                    assert_eq!(before, &id, "{key}: a retry answers the first id");
+                }
+                assert!(ids.insert(id), "one id per key");
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    assert_eq!(ids.len(), keys.len());
+    rx.start("ok", 0);
+    let got = rx.wait_for(&ids, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(rx.delivered(), got);
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), ids);
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+    drop(gw);
+}

@@ -131,7 +131,7 @@ async fn housekeeping() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let Some(s) = current_store() else { continue };
         refresh_counts(&s).await;
-        if tick % 12 == 0 {
+        if tick.is_multiple_of(12) {
             match s.store.prune(s.retention).await {
                 Ok((0, 0)) => {}
                 Ok((records, leads)) => {
