@@ -561,13 +561,9 @@ fn sigkill_during_a_burst_with_the_sink_down_loses_nothing() {
 
 /// `config` with the lead store on `pg` and short leases.
 fn on_postgres(cfg: String, pg: &PgServer) -> String {
-    cfg.replace(
-        "backend = \"local\"\n",
-        &format!(
-            "backend = \"local\"\n{}lead_lease_ms = 2000\noutbox_poll_ms = 100\n",
-            pg.state_toml()
-        ),
-    )
+    cfg.replace("lead_store = \"sqlite\"\n", &pg.state_toml())
+        .replace("lead_lease_ms = 60000", "lead_lease_ms = 2000")
+        .replace("outbox_poll_ms = 1000", "outbox_poll_ms = 100")
 }
 
 /// Two instances share one PostgreSQL lead store. The CRM is down while
