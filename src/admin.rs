@@ -210,7 +210,7 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/metrics" => {
-                crate::leads::outbox::refresh_gauges();
+                crate::leads::outbox::refresh_gauges().await;
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
                 r.body = Bytes::from(crate::metrics::render());
@@ -406,24 +406,16 @@ fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
 }
 
 /// The lead outbox's admin endpoints (see `crate::leads::outbox`); `None`
-/// for any other path. The journal writes of a redrive are fsync'd: they
-/// run on a blocking thread.
+/// for any other path. The store work runs on its blocking threads.
 async fn leads_admin(method: &str, path: &str, query: Option<&str>) -> Option<HttpResponse> {
     let query = query.map(str::to_owned);
     let (status, body) = match (method, path) {
         ("GET", "/admin/leads/dead-letters") => {
-            crate::leads::outbox::admin_dead_letters(query.as_deref())
+            crate::leads::outbox::admin_dead_letters(query.as_deref()).await
         }
-        ("POST", "/admin/leads/redrive") => tokio::task::spawn_blocking(move || {
-            crate::leads::outbox::admin_redrive(query.as_deref())
-        })
-        .await
-        .unwrap_or_else(|_| {
-            (
-                500,
-                serde_json::json!({"error": "internal", "reason": "redrive stopped"}),
-            )
-        }),
+        ("POST", "/admin/leads/redrive") => {
+            crate::leads::outbox::admin_redrive(query.as_deref()).await
+        }
         (_, "/admin/leads/dead-letters" | "/admin/leads/redrive") => (
             405,
             serde_json::json!({"error": "method_not_allowed", "reason": "GET /admin/leads/dead-letters, POST /admin/leads/redrive"}),

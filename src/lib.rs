@@ -24,6 +24,7 @@ pub mod outbound;
 pub mod passthrough;
 pub mod shutdown;
 pub mod state;
+pub mod store;
 pub mod telemetry;
 pub mod tls;
 pub mod upstream;

@@ -123,9 +123,9 @@ enum Command {
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
-    /// Lead outbox operations on the running gateway, through its admin
-    /// listener (server.admin_listen or --admin-listen) with the configured
-    /// admin token.
+    /// Leads: `list`, `show` and `export` read the lead store; `dead-letters`
+    /// and `redrive` go through the running gateway's admin listener
+    /// (server.admin_listen or --admin-listen) with the configured admin token.
     Leads {
         #[command(subcommand)]
         action: LeadsCommand,
@@ -149,10 +149,59 @@ enum Command {
     },
     /// Print the manual page (roff) of aap-gateway.
     Man,
+    /// The lead store: `import` brings the file store of state.dir in (the
+    /// gateway stopped; `run` also imports it at start).
+    State {
+        #[command(subcommand)]
+        action: StateCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum StateCommand {
+    /// Import idempotency.jsonl and every embedded tenant's leads.jsonl and
+    /// leads.outbox.jsonl into the lead store (then renamed *.imported).
+    Import,
+}
+
+/// The selection of `leads list` / `leads export`.
+#[derive(clap::Args, Debug)]
+struct LeadSelection {
+    #[arg(long)]
+    tenant: Option<String>,
+    /// pending, delivered, dead or recorded (no sinks).
+    #[arg(long)]
+    status: Option<String>,
+    /// Accepted at or after this RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Accepted before this RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// At most this many (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    limit: usize,
+    #[arg(long, value_enum, default_value = "json")]
+    format: aap_gateway::store::cli::Format,
 }
 
 #[derive(Subcommand, Debug)]
 enum LeadsCommand {
+    /// One line per lead: id, tenant, time, status, deliveries (no customer values).
+    List {
+        #[command(flatten)]
+        select: LeadSelection,
+    },
+    /// One lead: its record of acceptance and its deliveries.
+    Show {
+        #[arg(long)]
+        lead_id: String,
+    },
+    /// The leads with their records (JSON lines, or CSV with the customer's contact fields).
+    Export {
+        #[command(flatten)]
+        select: LeadSelection,
+    },
     /// List dead letters: lead id, tenant, sink, attempts, last error class, times.
     DeadLetters {
         /// Only this tenant.
@@ -377,7 +426,21 @@ fn main() -> ExitCode {
         Some(Command::Passthrough { upstream }) => {
             passthrough(&cfg.server.listen, upstream, &cfg.server)
         }
-        Some(Command::Leads { action }) => leads_command(&cfg, action),
+        Some(Command::Leads { action }) => match action {
+            LeadsCommand::List { select } => leads_read(&cfg, select, false),
+            LeadsCommand::Export { select } => leads_read(&cfg, select, true),
+            LeadsCommand::Show { lead_id } => leads_show(&cfg, lead_id),
+            _ => leads_command(&cfg, action),
+        },
+        Some(Command::State {
+            action: StateCommand::Import,
+        }) => match aap_gateway::store::cli::import(&cfg) {
+            Ok(report) => print_line(&report.to_string()),
+            Err(e) => {
+                eprintln!("aap-gateway: state import: {e}");
+                ExitCode::from(1)
+            }
+        },
         Some(Command::Health { timeout_ms }) => health(&cfg, *timeout_ms),
         Some(Command::Admin(args)) => aap_gateway::cli::admin::run(&cfg, args),
         Some(Command::Completions { .. } | Command::Man) => ExitCode::SUCCESS,
@@ -471,6 +534,61 @@ fn health(cfg: &Config, timeout_ms: u64) -> ExitCode {
     }
 }
 
+/// `leads list` / `leads export`: read the lead store directly.
+fn leads_read(cfg: &Config, s: &LeadSelection, full: bool) -> ExitCode {
+    use aap_gateway::store::cli;
+    let q = cli::Query {
+        tenant: s.tenant.clone(),
+        lead_id: None,
+        status: s.status.clone(),
+        since: s.since.clone(),
+        until: s.until.clone(),
+        limit: s.limit,
+    };
+    match cli::select(cfg, &q) {
+        Ok(leads) => {
+            let text = match s.format {
+                cli::Format::Csv => cli::csv(&leads, full),
+                cli::Format::Json => leads
+                    .iter()
+                    .map(|l| {
+                        let v = if full { cli::full(l) } else { cli::summary(l) };
+                        format!("{v}\n")
+                    })
+                    .collect(),
+            };
+            print_out(text.as_bytes())
+        }
+        Err(e) => {
+            eprintln!("aap-gateway: leads: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `leads show --lead-id`: the lead and its deliveries; exit 1 when unknown.
+fn leads_show(cfg: &Config, lead_id: &str) -> ExitCode {
+    use aap_gateway::store::cli;
+    let q = cli::Query {
+        lead_id: Some(lead_id.to_owned()),
+        ..Default::default()
+    };
+    match cli::select(cfg, &q) {
+        Ok(leads) if !leads.is_empty() => {
+            let text: String = leads.iter().map(|l| format!("{}\n", cli::full(l))).collect();
+            print_out(text.as_bytes())
+        }
+        Ok(_) => {
+            eprintln!("aap-gateway: leads show: no lead {lead_id} in the store");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("aap-gateway: leads: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// `leads dead-letters` / `leads redrive`: one request to the admin
 /// listener of the running gateway (the outbox's state lives in that
 /// process); prints its JSON answer. Exit 0 on 2xx, 1 otherwise.
@@ -496,6 +614,10 @@ fn leads_command(cfg: &Config, action: &LeadsCommand) -> ExitCode {
                 (None, _) => format!("tenant={tenant}&all=true"),
             },
         ),
+        // Read the store directly (see `leads_read`).
+        LeadsCommand::List { .. } | LeadsCommand::Show { .. } | LeadsCommand::Export { .. } => {
+            return ExitCode::from(2)
+        }
     };
     let Some(token) = &cfg.server.admin_secret else {
         eprintln!("aap-gateway: leads: {}", no_admin_token(cfg));

@@ -10,7 +10,6 @@ use crate::config::StateBackend;
 use crate::config::{Config, TenantConfig};
 use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
-use crate::state::local::LocalState;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::{Bucket, SharedState};
 use crate::tls::Stamp;
@@ -27,6 +26,9 @@ use std::time::Duration;
 pub struct ConfigGeneration {
     pub config: Arc<Config>,
     pub state: Arc<dyn SharedState>,
+    /// The lead store (leads, idempotency records, outbox): `state` reaches
+    /// its idempotency records; embedded tenants record their leads in it.
+    pub store: Arc<dyn crate::store::LeadStore>,
     pub schemas: Arc<SchemaSet>,
     /// The shared settings every tenant was built against (`tenant::shared_key`).
     shared_key: String,
@@ -156,17 +158,47 @@ impl ConfigGeneration {
                 c.state.redis_wait_replicas,
             )
         };
-        let reuse_state = previous.filter(|p| state_key(&p.config) == state_key(&config));
-        let state: Arc<dyn SharedState> = match (reuse_state, config.state.backend) {
-            (Some(p), _) => p.state.clone(),
-            (None, StateBackend::Local) => Arc::new(
-                LocalState::open(&state_dir.join("idempotency.jsonl"))
-                    .map_err(|e| BuildError(format!("state: {e}")))?,
-            ),
-            (None, StateBackend::Redis) => {
-                Arc::new(RedisState::new(&RedisOptions::from_config(&config)).map_err(BuildError)?)
-            }
+        let _ = &state_dir;
+        let state_key = |c: &Config| {
+            format!(
+                "{}|{}|{}",
+                state_key(c),
+                crate::store::store_key(c),
+                c.state.claim_lease_ms
+            )
         };
+        let reuse_state = previous.filter(|p| state_key(&p.config) == state_key(&config));
+        let (state, store): (Arc<dyn SharedState>, Arc<dyn crate::store::LeadStore>) =
+            match reuse_state {
+                Some(p) => (p.state.clone(), p.store.clone()),
+                None => {
+                    // Counters (token buckets) stay in process or on Redis;
+                    // idempotency records live in the lead store.
+                    let counters: Arc<dyn SharedState> = match config.state.backend {
+                        StateBackend::Local => Arc::new(crate::store::LocalCounters::default()),
+                        StateBackend::Redis => Arc::new(
+                            RedisState::new(&RedisOptions::from_config(&config))
+                                .map_err(BuildError)?,
+                        ),
+                    };
+                    let store = crate::store::open(&config)
+                        .map_err(|e| BuildError(format!("state: {e}")))?;
+                    if crate::store::legacy_fleet(&config) {
+                        // Idempotency and leads of record stay in Redis.
+                        if clusters.is_online() {
+                            tracing::warn!("state.backend = \"redis\" with state.lead_store = \"sqlite\": each instance's outbox is on its own disk; a fleet should set state.lead_store = \"postgres\"");
+                        }
+                        (counters, store)
+                    } else {
+                        let state = Arc::new(crate::store::StoreState {
+                            store: store.clone(),
+                            counters,
+                            lease: Duration::from_millis(config.state.claim_lease_ms),
+                        });
+                        (state as Arc<dyn SharedState>, store)
+                    }
+                }
+            };
         let key = tenant::shared_key(&config, &digest);
         // The catalogs of the previous generation while the shared settings
         // (schemas, idempotency TTL) stay: kept and rebuilt tenants share.
@@ -182,6 +214,7 @@ impl ConfigGeneration {
             config: &config,
             schemas: &schemas,
             state: &state,
+            store: &store,
             state_kept: reuse_state.is_some(),
             key: &key,
             clusters,
@@ -241,6 +274,7 @@ impl ConfigGeneration {
         Ok(ConfigGeneration {
             config: Arc::new(config),
             state,
+            store,
             schemas,
             shared_key: key,
             catalogs,
@@ -258,6 +292,7 @@ impl ConfigGeneration {
             config: &self.config,
             schemas: &self.schemas,
             state: &self.state,
+            store: &self.store,
             state_kept: true,
             key: &self.shared_key,
             clusters,
@@ -286,6 +321,7 @@ impl ConfigGeneration {
         ConfigGeneration {
             config: self.config.clone(),
             state: self.state.clone(),
+            store: self.store.clone(),
             schemas: self.schemas.clone(),
             shared_key: self.shared_key.clone(),
             catalogs: self.catalogs.clone(),

@@ -13,7 +13,7 @@ use crate::aap::schemas::SchemaSet;
 use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
 use crate::backend::{default_capabilities, Backend};
-use crate::config::{BackendConfig, Config, StateBackend, TenantConfig};
+use crate::config::{BackendConfig, Config, TenantConfig};
 use crate::mcp::server::Endpoint;
 use crate::mcp::session::SessionStore;
 use crate::state::{Bucket, SharedState};
@@ -92,6 +92,7 @@ pub(super) struct Shared<'a> {
     pub config: &'a Config,
     pub schemas: &'a Arc<SchemaSet>,
     pub state: &'a Arc<dyn SharedState>,
+    pub store: &'a Arc<dyn crate::store::LeadStore>,
     /// The state store is the previous generation's (backends may be kept).
     pub state_kept: bool,
     /// The shared settings a tenant's build reads, as text (see [`shared_key`]).
@@ -106,7 +107,7 @@ pub(super) struct Shared<'a> {
 /// to any of them rebuilds every tenant.
 pub(super) fn shared_key(c: &Config, schemas_digest: &str) -> String {
     format!(
-        "{:?}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}",
+        "{:?}|{}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}",
         c.base_dir,
         c.server.name,
         c.limits.max_body_bytes,
@@ -120,6 +121,8 @@ pub(super) fn shared_key(c: &Config, schemas_digest: &str) -> String {
         c.state.redis_connect_timeout_ms,
         c.state.redis_command_timeout_ms,
         c.state.redis_wait_replicas,
+        crate::store::store_key(c),
+        c.state.lead_lease_ms + c.state.outbox_poll_ms * 7 + c.state.lead_retention_days * 13,
     )
 }
 
@@ -268,9 +271,16 @@ pub(super) fn build(
                 .as_ref()
                 .map(|p| config.resolve(p))
                 .unwrap_or_else(|| state_dir.join(&t.id).join("leads.jsonl"));
+            let store_use = crate::leads::outbox::StoreUse {
+                store: shared.store.clone(),
+                lease: Duration::from_millis(config.state.lead_lease_ms),
+                poll: Duration::from_millis(config.state.outbox_poll_ms),
+                idempotency_ttl,
+                retention: Duration::from_secs(config.state.lead_retention_days * 86_400),
+            };
             // Staged until the generation is served (see above).
             let outbox =
-                crate::leads::outbox::attach(&t.id, &leads_file, &state_dir, &e.sinks, &e.outbox)
+                crate::leads::outbox::attach(&t.id, &leads_file, store_use, &e.sinks, &e.outbox)
                     .map_err(|e| err(e.to_string()))?;
             Arc::new(
                 EmbeddedDealer::load(EmbeddedConfig {
@@ -279,9 +289,9 @@ pub(super) fn build(
                     schemas: shared.schemas.clone(),
                     dealer: config.resolve(&e.dealer),
                     leads_file,
-                    state_dir: state_dir.clone(),
-                    shared: (config.state.backend == StateBackend::Redis)
-                        .then(|| tenant_state.clone()),
+                    store: shared.store.clone(),
+                    idempotency_ttl,
+                    shared: crate::store::legacy_fleet(config).then(|| tenant_state.clone()),
                     outbox,
                     default_limit: e.default_limit,
                     max_limit: e.max_limit,

@@ -11,14 +11,13 @@ use crate::aap::payload::Payload;
 use crate::aap::skill::Skill;
 use crate::backend::{Backend, BackendError, SkillCall};
 use crate::clock::now_rfc3339;
-use crate::state::{LeadRecorded, SharedState};
+use crate::store::{Accept, Accepted, LeadStore};
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
 #[derive(Debug, Clone)]
@@ -28,16 +27,19 @@ pub struct EmbeddedConfig {
     /// The schemas feed rows are checked against.
     pub schemas: Arc<crate::aap::schemas::SchemaSet>,
     pub dealer: PathBuf,
+    /// The file store's leads file, imported into the store once.
     pub leads_file: PathBuf,
-    /// `state.dir`: the leads file is opened only once this process holds
-    /// its lock (see `state::lock`).
-    pub state_dir: PathBuf,
-    /// Shared state (Redis): leads are recorded there, atomically with the
-    /// completion of their idempotency claim; the leads file is a local copy.
-    pub shared: Option<Arc<dyn SharedState>>,
+    /// Where leads are recorded: one transaction with the completion of
+    /// their idempotency claim and their outbox rows.
+    pub store: Arc<dyn LeadStore>,
+    /// `state.idempotency_ttl_hours`.
+    pub idempotency_ttl: Duration,
+    /// Legacy fleet mode (Redis state with a per-instance SQLite lead
+    /// store): the lead of record and its idempotency claim are in Redis;
+    /// the store holds this instance's copy and its outbox rows.
+    pub shared: Option<Arc<dyn crate::state::SharedState>>,
     /// The tenant's lead outbox (`[[tenants.backend.sinks]]` configured):
-    /// each accepted lead's line names the sinks it is owed to, and the
-    /// outbox delivers it once the line is durable.
+    /// each accepted lead gets one outbox row per sink, committed with it.
     pub outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
     pub default_limit: usize,
     pub max_limit: usize,
@@ -53,8 +55,12 @@ pub struct EmbeddedDealer {
     default_limit: usize,
     max_limit: usize,
     cursor: CursorCodec,
-    leads: Arc<LeadLog>,
-    shared: Option<Arc<dyn SharedState>>,
+    leads_file: PathBuf,
+    store: Arc<dyn LeadStore>,
+    idempotency_ttl: Duration,
+    /// The file store's leads file was imported (once per dealer).
+    imported: OnceCell<()>,
+    shared: Option<Arc<dyn crate::state::SharedState>>,
     outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
 }
 
@@ -113,18 +119,22 @@ impl EmbeddedDealer {
             path: "inventory feed".into(),
             problem,
         })?;
-        let leads =
-            LeadLog::new(&cfg.leads_file, &cfg.state_dir).map_err(|problem| LoadError::File {
+        if cfg.leads_file.is_dir() {
+            return Err(LoadError::File {
                 path: cfg.leads_file.display().to_string(),
-                problem,
-            })?;
+                problem: "is a directory".into(),
+            });
+        }
         Ok(EmbeddedDealer {
             dealer,
             feed,
             default_limit: cfg.default_limit,
             max_limit: cfg.max_limit,
             cursor: cfg.cursor,
-            leads: Arc::new(leads),
+            leads_file: cfg.leads_file,
+            store: cfg.store,
+            idempotency_ttl: cfg.idempotency_ttl,
+            imported: OnceCell::new(),
             shared: cfg.shared,
             outbox: cfg.outbox,
         })
@@ -157,23 +167,21 @@ impl EmbeddedDealer {
     }
 
     async fn lead(&self, call: &SkillCall<'_>) -> Result<Value, BackendError> {
-        // The leads file belongs to the process holding the state lock; an
-        // upgraded process waits (bounded) for the old one to let go.
-        let log = match self.leads.file().await {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "leads file unavailable; lead refused");
-                return Ok(aap_error(
-                    ErrorCode::InternalError,
-                    "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.",
-                    None,
-                ));
-            }
-        };
-        if self.shared.is_none() {
-            if let Some(previous) = call.idempotency_ref.and_then(|r| log.response_for(r)) {
-                return Ok(previous);
-            }
+        // The file store's leads (and their idempotency results) are in the
+        // store before the first lead of this dealer is recorded.
+        let imported = self
+            .imported
+            .get_or_try_init(|| async {
+                self.store
+                    .import_leads_file(call.tenant, &self.leads_file, self.idempotency_ttl)
+                    .await
+                    .map(|_| ())
+            })
+            .await;
+        if let Err(e) = imported {
+            crate::store::METRICS.errors.inc();
+            tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead store unavailable; lead refused");
+            return Ok(nothing_recorded());
         }
         // A lead about a unit that has left stock cannot be honoured.
         let mut listing = None;
@@ -225,7 +233,7 @@ impl EmbeddedDealer {
             "request": call.request.value(),
             "response": response,
         });
-        // With sinks: the line is the outbox's enqueue (see `leads::outbox`).
+        // With sinks: the outbox rows committed with the lead are the enqueue.
         let sinks = self
             .outbox
             .as_ref()
@@ -238,45 +246,53 @@ impl EmbeddedDealer {
         }
         if let Some(state) = &self.shared {
             return self
-                .record_shared(state.as_ref(), log, call, record, response, &sinks)
+                .record_shared(state.as_ref(), call, record, response, sinks, lead_id)
                 .await;
         }
-        let r = call.idempotency_ref.map(str::to_owned);
-        let stored = response.clone();
-        let line = record.clone();
-        tokio::task::spawn_blocking(move || log.append(&line, r, stored))
-            .await
-            .map_err(|e| BackendError::Unavailable(format!("lead writer stopped: {e}")))?
-            .map_err(BackendError::Unavailable)?;
-        self.enqueue(record, &sinks);
-        Ok(response)
-    }
-
-    /// The lead's line is durable: hand it to the outbox (when it has sinks).
-    fn enqueue(&self, record: Value, sinks: &[String]) {
-        let Some(outbox) = &self.outbox else { return };
-        if sinks.is_empty() {
-            return;
+        let accept = Accept {
+            tenant: call.tenant.to_owned(),
+            lead_id,
+            received_ms: crate::clock::now_unix_ms(),
+            idem: call
+                .idempotency_ref
+                .zip(call.claim)
+                .map(|(r, c)| (r.to_owned(), c.clone())),
+            record,
+            response: response.clone(),
+            sinks,
+            ttl: self.idempotency_ttl,
+        };
+        match self.store.accept(accept).await {
+            Ok(Accepted::Recorded) => {
+                if let Some(o) = &self.outbox {
+                    o.enqueued();
+                }
+                Ok(response)
+            }
+            Ok(Accepted::Replay(previous)) => Ok(previous),
+            Ok(Accepted::Lost) => Ok(crate::aap::error::in_flight_error()),
+            Err(e) => {
+                // Nothing was committed: the same answer whichever write failed.
+                crate::store::METRICS.errors.inc();
+                tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead store write failed; lead refused");
+                Ok(nothing_recorded())
+            }
         }
-        match serde_json::from_value::<crate::leads::Lead>(record) {
-            Ok(lead) => outbox.enqueued(lead, sinks),
-            // Unreachable: the record is built above with every field.
-            Err(e) => tracing::error!(error = %e, "lead record does not make a Lead"),
-        }
     }
+}
 
-    /// Shared state: the lead is recorded in the store in the same step that
-    /// completes its claim, so an instance that dies before that step leaves
-    /// nothing recorded (a retry records it once), and one that dies after
-    /// leaves a result every instance replays. The leads file gets a copy.
+impl EmbeddedDealer {
+    /// Legacy fleet mode: the lead is recorded in Redis in the same step
+    /// that completes its claim; this instance's store gets a copy with its
+    /// outbox rows (a copy that cannot be written is logged, `undelivered`).
     async fn record_shared(
         &self,
-        state: &dyn SharedState,
-        log: Arc<LeadFile>,
+        state: &dyn crate::state::SharedState,
         call: &SkillCall<'_>,
         record: Value,
         response: Value,
-        sinks: &[String],
+        sinks: Vec<String>,
+        lead_id: String,
     ) -> Result<Value, BackendError> {
         let (Some(r), Some(claim)) = (call.idempotency_ref, call.claim) else {
             return Err(BackendError::Unavailable(
@@ -287,26 +303,46 @@ impl EmbeddedDealer {
             .record_lead(call.tenant, r, claim, &record, &response)
             .await
         {
-            Ok(LeadRecorded::Recorded) => {
-                let line = record.clone();
-                let copy =
-                    tokio::task::spawn_blocking(move || log.append(&line, None, Value::Null))
-                        .await
-                        .map_err(|e| e.to_string())
-                        .and_then(|r| r);
-                match copy {
-                    Ok(()) => self.enqueue(record, sinks),
+            Ok(crate::state::LeadRecorded::Recorded) => {
+                let undelivered = !sinks.is_empty();
+                let copy = Accept {
+                    tenant: call.tenant.to_owned(),
+                    lead_id,
+                    received_ms: crate::clock::now_unix_ms(),
+                    idem: None,
+                    record,
+                    response: response.clone(),
+                    sinks,
+                    ttl: self.idempotency_ttl,
+                };
+                match self.store.accept(copy).await {
+                    Ok(_) => {
+                        if let Some(o) = &self.outbox {
+                            o.enqueued();
+                        }
+                    }
                     Err(e) => {
-                        tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, undelivered = !sinks.is_empty(), "lead recorded in shared state; local leads file copy failed (with sinks: the lead is not in this instance's outbox)");
+                        crate::store::METRICS.errors.inc();
+                        tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, undelivered, "lead recorded in shared state; this instance's store copy failed (with sinks: the lead is not in the outbox)");
                     }
                 }
                 Ok(response)
             }
-            Ok(LeadRecorded::Replay(previous)) => Ok(previous),
-            Ok(LeadRecorded::Lost) => Ok(crate::aap::error::in_flight_error()),
+            Ok(crate::state::LeadRecorded::Replay(previous)) => Ok(previous),
+            Ok(crate::state::LeadRecorded::Lost) => Ok(crate::aap::error::in_flight_error()),
             Err(e) => Err(BackendError::Unavailable(e.to_string())),
         }
     }
+}
+
+/// The documented answer when the store cannot take a lead: `INTERNAL_ERROR`
+/// (retryable), nothing sent.
+fn nothing_recorded() -> Value {
+    aap_error(
+        ErrorCode::InternalError,
+        "The lead could not be recorded safely; nothing was sent. Retry with the same idempotency_key.",
+        None,
+    )
 }
 
 impl EmbeddedDealer {
@@ -379,113 +415,6 @@ impl Backend for EmbeddedDealer {
     fn feed_id(&self) -> Option<usize> {
         // The shared source's address: one per source while any tenant holds it.
         Some(Arc::as_ptr(&self.feed) as usize)
-    }
-}
-
-/// Append-only, fsync'd lead log, indexed by idempotency reference; opened
-/// on first use, once this process holds the state lock.
-#[derive(Debug)]
-struct LeadLog {
-    path: PathBuf,
-    state_dir: PathBuf,
-    file: OnceCell<Arc<LeadFile>>,
-}
-
-#[derive(Debug)]
-struct LeadFile {
-    file: Mutex<File>,
-    by_ref: Mutex<HashMap<String, Value>>,
-}
-
-impl LeadLog {
-    /// Nothing is opened or created here (offline commands load the dealer).
-    fn new(path: &Path, state_dir: &Path) -> Result<LeadLog, String> {
-        if path.is_dir() {
-            return Err("is a directory".into());
-        }
-        Ok(LeadLog {
-            path: path.to_path_buf(),
-            state_dir: state_dir.to_path_buf(),
-            file: OnceCell::new(),
-        })
-    }
-
-    async fn file(&self) -> Result<Arc<LeadFile>, String> {
-        self.file
-            .get_or_try_init(|| async {
-                crate::state::lock::ready(&self.state_dir, crate::state::lock::UPGRADE_WAIT)
-                    .await?;
-                let path = self.path.clone();
-                tokio::task::spawn_blocking(move || LeadFile::open(&path).map(Arc::new))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| format!("{}: {e}", self.path.display()))
-            })
-            .await
-            .cloned()
-    }
-}
-
-impl LeadFile {
-    fn open(path: &Path) -> Result<LeadFile, String> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create directory: {e}"))?;
-        }
-        let mut by_ref = HashMap::new();
-        if path.exists() {
-            let f = File::open(path).map_err(|e| e.to_string())?;
-            for line in BufReader::new(f).lines() {
-                let line = line.map_err(|e| e.to_string())?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                // A torn last line (crash mid-write) is skipped, never fatal.
-                let Ok(rec) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if let (Some(r), Some(resp)) = (
-                    rec.get("idempotency_ref").and_then(Value::as_str),
-                    rec.get("response"),
-                ) {
-                    by_ref.insert(r.to_owned(), resp.clone());
-                }
-            }
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| format!("cannot open for append: {e}"))?;
-        Ok(LeadFile {
-            file: Mutex::new(file),
-            by_ref: Mutex::new(by_ref),
-        })
-    }
-
-    fn response_for(&self, r: &str) -> Option<Value> {
-        self.by_ref
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(r)
-            .cloned()
-    }
-
-    fn append(&self, record: &Value, r: Option<String>, response: Value) -> Result<(), String> {
-        let mut line = serde_json::to_vec(record).map_err(|e| e.to_string())?;
-        line.push(b'\n');
-        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        f.write_all(&line)
-            .map_err(|e| format!("lead log write failed: {e}"))?;
-        f.sync_data()
-            .map_err(|e| format!("lead log fsync failed: {e}"))?;
-        drop(f);
-        if let Some(r) = r {
-            self.by_ref
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(r, response);
-        }
-        Ok(())
     }
 }
 

@@ -195,8 +195,7 @@ fn lead_with_appointment() {
     assert!(!err, "{sc}");
     assert_eq!(sc["data"]["appointment"]["status"], "requested");
     assert!(sc["data"]["lead_id"].as_str().unwrap().starts_with("lead_"));
-    let stored = std::fs::read_to_string(gw.state.join("demo-toyota/leads.jsonl")).unwrap();
-    let rec: Value = serde_json::from_str(stored.lines().next().unwrap()).unwrap();
+    let rec = stored_leads(&gw.state, "demo-toyota").remove(0);
     assert_eq!(
         rec["request"]["consent"]["scope"],
         json!(["lead_submission"]),

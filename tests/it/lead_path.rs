@@ -143,10 +143,7 @@ fn offline(config: &Path, state: &Path, args: &[&str]) -> std::process::Output {
 /// Lines of an embedded dealer's leads file, grouped by client key.
 fn leads_by_key(state: &Path) -> HashMap<String, Vec<String>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    let text =
-        std::fs::read_to_string(state.join("demo-toyota").join("leads.jsonl")).unwrap_or_default();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let rec: Value = serde_json::from_str(line).unwrap();
+    for rec in stored_leads(state, "demo-toyota") {
         out.entry(
             rec["request"]["idempotency_key"]
                 .as_str()
@@ -206,12 +203,8 @@ fn check_and_catalog_leave_a_running_gateways_state_alone() {
     assert_eq!(deleted_fds(pid), Vec::<String>::new());
     let state = gw.state.clone();
     let gw = gw.restart();
-    let log = std::fs::read_to_string(state.join("idempotency.jsonl")).unwrap();
-    let done = log
-        .lines()
-        .filter(|l| l.contains("\"st\":\"done\""))
-        .count();
-    assert_eq!(done, told.len(), "every completion survived:\n{log}");
+    let done = completed_keys(&state);
+    assert_eq!(done, told.len(), "every completion survived");
     for (key, id) in &told {
         assert_eq!(submit(gw.port, key), Answer::Lead(id.clone()), "key {key}");
     }

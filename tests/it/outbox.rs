@@ -492,3 +492,276 @@ fn bad_outbox_config_is_refused_with_the_key() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SIGKILL in the middle of a burst of 200 leads while the sink is down;
+/// restart on the same SQLite store, sink up: every lead answered
+/// `received` arrives exactly once by lead id, and the store lists it
+/// delivered.
+#[test]
+fn sigkill_during_a_burst_with_the_sink_down_loses_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let mut rx = Receiver::down();
+    let gw = Gateway::start_with(&config(&rx.url(), ""));
+    let next = AtomicUsize::new(0);
+    let told: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let port = gw.port;
+    let pid = gw.child.as_ref().unwrap().id();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= 200 {
+                    break;
+                }
+                let key = format!("burst-{i}-{}", uuid::Uuid::new_v4().simple());
+                if let crate::lead_path::Answer::Lead(id) = crate::lead_path::submit(port, &key) {
+                    told.lock().unwrap().insert(id);
+                }
+            });
+        }
+        while told.lock().unwrap().len() < 80 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        signal(pid, "KILL");
+    });
+    let told = told.into_inner().unwrap();
+    assert!(told.len() >= 80, "{}", told.len());
+    let gw = gw.restart();
+    rx.start("ok", 0);
+    let got = rx.wait_for(&told, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    let got = {
+        let after = rx.delivered();
+        assert_eq!(got, after, "nothing is sent again once delivered");
+        after
+    };
+    for id in &told {
+        assert_eq!(
+            got.get(id),
+            Some(&1),
+            "lead {id} arrived {:?} times",
+            got.get(id)
+        );
+    }
+    // Leads recorded but whose answer the kill cut are delivered too (once).
+    let stored: BTreeSet<String> = stored_leads(&gw.state, TENANT)
+        .iter()
+        .map(|r| r["lead_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(stored.is_superset(&told));
+    let got = rx.wait_for(&stored, Duration::from_secs(30));
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+    wait_until(
+        Duration::from_secs(10),
+        "the pending gauge to drain",
+        || metric(&gw, "aap_lead_outbox_pending") == 0.0,
+    );
+}
+
+/// `config` with the lead store on `pg` and short leases.
+fn on_postgres(cfg: String, pg: &PgServer) -> String {
+    cfg.replace("lead_store = \"sqlite\"\n", &pg.state_toml())
+        .replace("lead_lease_ms = 60000", "lead_lease_ms = 2000")
+        .replace("outbox_poll_ms = 1000", "outbox_poll_ms = 100")
+}
+
+/// Two instances share one PostgreSQL lead store. The CRM is down while
+/// 100 leads are accepted through both; one instance is killed with
+/// SIGKILL; the CRM comes back: the survivor delivers every lead exactly
+/// once (the dead one's leased rows once its leases run out), and a retry
+/// of any key through the survivor answers the same lead id.
+#[test]
+fn postgres_two_instances_one_killed_every_lead_once_by_the_survivor() {
+    let pg = PgServer::start();
+    let mut rx = Receiver::down();
+    let cfg = on_postgres(config(&rx.url(), ""), &pg);
+    let a = Gateway::start_with(&cfg);
+    let b = Gateway::start_with(&cfg);
+    let mut keys = Vec::new();
+    let mut ids = BTreeSet::new();
+    for i in 0..100 {
+        let key = format!("pg-{i}-{}", uuid::Uuid::new_v4().simple());
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let (id, status) = submit(gw, &key);
+        assert_eq!(status, "received");
+        assert!(ids.insert(id.clone()));
+        keys.push((key, id));
+    }
+    // A retry through the other instance replays the same id.
+    for (i, (key, id)) in keys.iter().enumerate().take(10) {
+        let gw = if i % 2 == 0 { &b } else { &a };
+        assert_eq!(&submit(gw, key).0, id);
+    }
+    wait_until(Duration::from_secs(20), "both instances to retry", || {
+        metric(
+            &a,
+            "aap_lead_deliveries_total{outcome=\"retry\",sink=\"webhook\"}",
+        ) > 0.0
+            && metric(
+                &b,
+                "aap_lead_deliveries_total{outcome=\"retry\",sink=\"webhook\"}",
+            ) > 0.0
+    });
+    assert_eq!(metric(&b, "aap_lead_outbox_pending"), 100.0);
+    let a_pid = a.child.as_ref().unwrap().id();
+    signal(a_pid, "KILL");
+    let killed = Instant::now();
+    rx.start("ok", 0);
+    let got = rx.wait_for(&ids, Duration::from_secs(30));
+    let took = killed.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    let after = rx.delivered();
+    assert_eq!(got, after, "nothing delivered twice later");
+    assert_eq!(after.keys().cloned().collect::<BTreeSet<_>>(), ids);
+    for (id, n) in &after {
+        assert_eq!(*n, 1, "lead {id} arrived {n} times");
+    }
+    // Within the lease (2 s) plus the backoff cap and polling, not minutes.
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    check_bodies(&rx);
+    for (key, id) in keys.iter().take(10) {
+        assert_eq!(&submit(&b, key).0, id);
+    }
+    let rows = pg.query("SELECT status, COUNT(*) FROM outbox GROUP BY status");
+    assert_eq!(rows, vec!["delivered\t100".to_owned()]);
+    drop(a);
+}
+
+/// PostgreSQL restarted (as after a crash) in the middle of a burst: every
+/// key is retried until it has a final answer; no lead answered `received`
+/// is missing from the store, none is recorded twice.
+#[test]
+fn postgres_restart_mid_burst_loses_no_received_lead() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let pg = PgServer::start();
+    let rx = Receiver::up("ok");
+    let gw = Gateway::start_with(&on_postgres(config(&rx.url(), ""), &pg));
+    let next = AtomicUsize::new(0);
+    let answered = AtomicUsize::new(0);
+    let told: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let port = gw.port;
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= 120 {
+                    break;
+                }
+                let key = format!("pgr-{i}-{}", uuid::Uuid::new_v4().simple());
+                let r = crate::lead_path::submit_until_final(port, &key, Duration::from_secs(60));
+                answered.fetch_add(1, Ordering::Relaxed);
+                if let crate::lead_path::Answer::Lead(id) = r {
+                    told.lock().unwrap().push((key, id));
+                }
+            });
+        }
+        while answered.load(Ordering::Relaxed) < 30 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        pg.restart();
+    });
+    let told = told.into_inner().unwrap();
+    assert_eq!(told.len(), 120, "every key got its lead id");
+    let stored = pg.query("SELECT lead_id, idem_key FROM leads");
+    let ids: BTreeSet<String> = stored
+        .iter()
+        .map(|l| l.split('\t').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(stored.len(), ids.len());
+    for (_, id) in &told {
+        assert!(ids.contains(id), "{id} answered received but not stored");
+    }
+    assert_eq!(stored.len(), 120, "no lead recorded twice or unanswered");
+    let want: BTreeSet<String> = told.iter().map(|(_, id)| id.clone()).collect();
+    let got = rx.wait_for(&want, Duration::from_secs(60));
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+}
+
+/// The SQLite store on a tiny tmpfs that is then filled to ENOSPC: leads
+/// are refused with the documented INTERNAL_ERROR (retryable, nothing
+/// sent); once space is freed, every key retried gets one lead id, and
+/// with the sink up every lead answered `received` arrives exactly once.
+#[test]
+fn a_full_disk_refuses_leads_as_not_sent_and_loses_none_once_freed() {
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let mut rx = Receiver::down();
+    let dir = temp_dir("enospc");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&state)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs (the tests run as root)");
+    let _unmount = Unmount(state.clone());
+    let cfg_path = dir.join("gateway.toml");
+    std::fs::write(&cfg_path, config(&rx.url(), "")).unwrap();
+    let gw = Gateway::launch(cfg_path, state.clone());
+    let mut told: BTreeMap<String, String> = BTreeMap::new();
+    let mut keys = Vec::new();
+    for i in 0..10 {
+        let key = format!("full-a{i}-{}", uuid::Uuid::new_v4().simple());
+        match crate::lead_path::submit(gw.port, &key) {
+            crate::lead_path::Answer::Lead(id) => told.insert(key.clone(), id),
+            other => panic!("before the disk filled: {other:?}"),
+        };
+        keys.push(key);
+    }
+    let fill = state.join("fill");
+    let _ = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", fill.display()))
+        .args(["bs=16k"])
+        .stderr(Stdio::null())
+        .status();
+    let mut refused = 0;
+    for i in 0..40 {
+        let key = format!("full-b{i}-{}", uuid::Uuid::new_v4().simple());
+        match crate::lead_path::submit(gw.port, &key) {
+            crate::lead_path::Answer::Lead(id) => {
+                told.insert(key.clone(), id);
+            }
+            crate::lead_path::Answer::Error(code, sc) => {
+                assert_eq!(code, "INTERNAL_ERROR", "{sc}");
+                assert_eq!(sc["retryable"], true, "{sc}");
+                assert!(
+                    sc["message"].as_str().unwrap().contains("nothing was sent"),
+                    "{sc}"
+                );
+                refused += 1;
+            }
+            crate::lead_path::Answer::Nothing => panic!("no answer with a full disk"),
+        }
+        keys.push(key);
+    }
+    assert!(refused > 0, "the full disk refused nothing");
+    std::fs::remove_file(&fill).unwrap();
+    let mut ids = BTreeSet::new();
+    for key in &keys {
+        match crate::lead_path::submit_until_final(gw.port, key, Duration::from_secs(30)) {
+            crate::lead_path::Answer::Lead(id) => {
+                if let Some(before) = told.get(key) {
+                    assert_eq!(before, &id, "{key}: a retry answers the first id");
+                }
+                assert!(ids.insert(id), "one id per key");
+            }
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+    assert_eq!(ids.len(), keys.len());
+    rx.start("ok", 0);
+    let got = rx.wait_for(&ids, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(rx.delivered(), got);
+    assert_eq!(got.keys().cloned().collect::<BTreeSet<_>>(), ids);
+    assert!(got.values().all(|n| *n == 1), "{got:?}");
+    drop(gw);
+}

@@ -125,9 +125,7 @@ pub fn lead(key: &str) -> Value {
 }
 
 pub fn leads_in(state: &Path) -> usize {
-    std::fs::read_to_string(state.join("demo-toyota").join("leads.jsonl"))
-        .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count())
-        .unwrap_or(0)
+    super::stored_leads(state, "demo-toyota").len()
 }
 
 /// Legacy handshake through the gateway; returns the negotiated session id

@@ -4,13 +4,17 @@
 mod http;
 mod mcp;
 mod peers;
+mod postgres_server;
 mod process;
 mod redis_servers;
+mod store;
 mod tenants;
 
 pub use http::*;
 pub use mcp::*;
 pub use peers::*;
+pub use postgres_server::*;
 pub use process::*;
 pub use redis_servers::*;
+pub use store::*;
 pub use tenants::*;

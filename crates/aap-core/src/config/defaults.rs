@@ -1,7 +1,9 @@
 //! Default values of `gateway.toml` keys left out: the serde `default` functions
 //! and the `Default` of tables that may be omitted. No checks here (see `validate`).
 
-use super::{LimitsConfig, QuotaConfig, StateBackend, StateConfig, DEFAULT_WRITE_BUFFER_BYTES};
+use super::{
+    LeadStoreKind, LimitsConfig, QuotaConfig, StateBackend, StateConfig, DEFAULT_WRITE_BUFFER_BYTES,
+};
 use std::path::PathBuf;
 
 impl Default for LimitsConfig {
@@ -38,6 +40,13 @@ impl Default for StateConfig {
             redis_wait_replicas: 0,
             redis_prefix: "aapgw:".into(),
             claim_lease_ms: crate::state::DEFAULT_CLAIM_LEASE_MS,
+            lead_store: LeadStoreKind::Sqlite,
+            sqlite_file: None,
+            postgres_url: None,
+            postgres_pool_size: 8,
+            lead_lease_ms: 60_000,
+            outbox_poll_ms: 1_000,
+            lead_retention_days: 365,
         }
     }
 }

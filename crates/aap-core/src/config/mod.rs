@@ -181,6 +181,31 @@ pub struct StateConfig {
     /// Redis state: how long a lead claim without a result blocks other
     /// attempts before it counts as interrupted (milliseconds).
     pub claim_lease_ms: u64,
+    /// Where leads, their idempotency records and their outbox live:
+    /// `sqlite` (one file under `state.dir`) or `postgres` (a fleet).
+    pub lead_store: LeadStoreKind,
+    /// SQLite database file; default `<state.dir>/leads.sqlite3`.
+    pub sqlite_file: Option<PathBuf>,
+    /// `postgres://user:password@host:port/db`: a [`Secret`].
+    pub postgres_url: Option<Secret>,
+    /// Connections to PostgreSQL per instance at most.
+    pub postgres_pool_size: u32,
+    /// How long an outbox delivery lease lasts (ms): a dead instance's
+    /// leased leads are taken by another this long after it leased them.
+    pub lead_lease_ms: u64,
+    /// How often each tenant's outbox looks for due deliveries (ms) when
+    /// nothing wakes it (leads accepted by other instances, lapsed leases).
+    pub outbox_poll_ms: u64,
+    /// Lead records are kept this long (days), then pruned once every
+    /// delivery of theirs is delivered.
+    pub lead_retention_days: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LeadStoreKind {
+    Sqlite,
+    Postgres,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -520,6 +545,7 @@ pub struct EmbeddedBackendConfig {
     #[serde(default)]
     pub feed: Option<FeedConfig>,
     pub dealer: PathBuf,
+    /// The file store's leads file, imported into the lead store once.
     /// Default: `<state.dir>/<tenant id>/leads.jsonl`.
     #[serde(default)]
     pub leads_file: Option<PathBuf>,
@@ -734,6 +760,7 @@ fn toml_problem(e: &toml::de::Error, text: &str) -> String {
         "bearer_token",
         "cursor_secret",
         "redis_url",
+        "postgres_url",
         "headers",
         "authorization",
     ];

@@ -3,9 +3,9 @@
 
 use super::{
     A2aBackendConfig, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, BackendConfig,
-    Config, EmbeddedBackendConfig, LeadSinkConfig, McpBackendConfig, RateLimitConfig,
-    RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, UpstreamKeys, MAX_HEADER_LINES,
-    MAX_SHUTDOWN_SECS, UPSTREAM_TIMEOUT_KEYS,
+    Config, EmbeddedBackendConfig, LeadSinkConfig, LeadStoreKind, McpBackendConfig,
+    RateLimitConfig, RelayBackendConfig, SmtpSecurity, StateBackend, TenantConfig, UpstreamKeys,
+    MAX_HEADER_LINES, MAX_SHUTDOWN_SECS, UPSTREAM_TIMEOUT_KEYS,
 };
 use crate::auth::AuthConfig;
 use std::collections::HashSet;
@@ -222,6 +222,46 @@ impl Config {
         }
         if self.state.claim_lease_ms < 100 {
             return Err("state.claim_lease_ms: must be at least 100".into());
+        }
+        self.validate_lead_store()
+    }
+
+    /// `[state]`'s lead store keys.
+    fn validate_lead_store(&self) -> Result<(), String> {
+        let s = &self.state;
+        match (s.lead_store, &s.postgres_url) {
+            (LeadStoreKind::Postgres, None) => {
+                return Err(
+                    "state.postgres_url: required when state.lead_store = \"postgres\"".into(),
+                )
+            }
+            (LeadStoreKind::Sqlite, Some(_)) => {
+                return Err(
+                    "state.postgres_url: only used with state.lead_store = \"postgres\"".into(),
+                )
+            }
+            (_, Some(url)) => {
+                let scheme = url.expose().split_once("://").map(|(s, _)| s);
+                if !matches!(scheme, Some("postgres" | "postgresql")) {
+                    // Never quoted: it may hold a password.
+                    return Err(
+                        "state.postgres_url: must start with postgres:// or postgresql://".into(),
+                    );
+                }
+            }
+            _ => {}
+        }
+        if !(1..=256).contains(&s.postgres_pool_size) {
+            return Err("state.postgres_pool_size: must be between 1 and 256".into());
+        }
+        if !(100..=3_600_000).contains(&s.lead_lease_ms) {
+            return Err("state.lead_lease_ms: must be between 100 and 3600000".into());
+        }
+        if !(10..=600_000).contains(&s.outbox_poll_ms) {
+            return Err("state.outbox_poll_ms: must be between 10 and 600000".into());
+        }
+        if !(1..=36_500).contains(&s.lead_retention_days) {
+            return Err("state.lead_retention_days: must be between 1 and 36500".into());
         }
         Ok(())
     }
