@@ -575,7 +575,10 @@ fn leads_show(cfg: &Config, lead_id: &str) -> ExitCode {
     };
     match cli::select(cfg, &q) {
         Ok(leads) if !leads.is_empty() => {
-            let text: String = leads.iter().map(|l| format!("{}\n", cli::full(l))).collect();
+            let text: String = leads
+                .iter()
+                .map(|l| format!("{}\n", cli::full(l)))
+                .collect();
             print_out(text.as_bytes())
         }
         Ok(_) => {

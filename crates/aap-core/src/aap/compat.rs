@@ -533,12 +533,12 @@ mod tests {
             for k in ["anyOf", "allOf", "oneOf", "not", "if", "dependentSchemas"] {
                 assert!(s.get(k).is_none(), "{skill:?} root {k}");
             }
-            check_closed(&s, &s);
+            check_closed(&s);
             compile(&s).unwrap();
         }
     }
 
-    fn check_closed(root: &Value, s: &Value) {
+    fn check_closed(s: &Value) {
         match s {
             Value::Object(o) => {
                 if let Some(Value::Object(props)) = o.get("properties") {
@@ -551,11 +551,11 @@ mod tests {
                 }
                 for (k, v) in o {
                     if !DATA_KEYS.contains(&k.as_str()) {
-                        check_closed(root, v);
+                        check_closed(v);
                     }
                 }
             }
-            Value::Array(a) => a.iter().for_each(|v| check_closed(root, v)),
+            Value::Array(a) => a.iter().for_each(check_closed),
             _ => {}
         }
     }
