@@ -47,7 +47,10 @@ if [ -x "$BIN" ]; then
   # The image's paths, mapped onto the repository and a scratch directory.
   "$VENV/bin/python" scripts/k8s_check.py "$DIR" --emit-config "$tmp/gateway.toml" >/dev/null
   printf 'k8s-validate-token-%s\n' "$(date +%s%N)" > "$tmp/admin-token"
+  # The lead store's URL Secret, mapped the same way (check never connects).
+  printf 'postgres://aap:k8s-validate@127.0.0.1:5432/aap\n' > "$tmp/postgres-url"
   sed -i \
+    -e "s#/var/run/secrets/aap-gateway-postgres/url#$tmp/postgres-url#" \
     -e "s#/srv/aap/data/#$REPO/data/#g" \
     -e "s#^dir = \"/srv/aap/var\"#dir = \"$tmp/var\"#" \
     -e "s#^admin_token_file = .*#admin_token_file = \"$tmp/admin-token\"#" \

@@ -45,9 +45,14 @@ def main():
             return None
         return found[0]
 
-    deploy, cm, svc, pdb, secret = (
-        one(k) for k in ("Deployment", "ConfigMap", "Service", "PodDisruptionBudget", "Secret")
+    deploy, cm, svc, pdb = (
+        one(k) for k in ("Deployment", "ConfigMap", "Service", "PodDisruptionBudget")
     )
+    # One Secret per credential: the admin token and, with the PostgreSQL lead
+    # store, its URL. Each file-sourced secret must be mounted from one of them.
+    secrets = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Secret"}
+    if not secrets:
+        problems.append("expected a Secret for the admin token, found none")
     if problems:
         return report(problems)
     toml_text = cm["data"]["gateway.toml"]
@@ -127,16 +132,28 @@ def main():
             problems.append(f"--config {conf} is not the ConfigMap's gateway.toml")
     if any(a in cmdline for a in ("--listen", "--admin-listen")):
         problems.append("--listen/--admin-listen override the ConfigMap the probes are checked against")
+    def check_secret_file(key, path):
+        vol = volumes.get(mounts.get(os.path.dirname(path)), {})
+        name = vol.get("secret", {}).get("secretName")
+        if name not in secrets:
+            problems.append(f"{key} {path} is not mounted from a Secret")
+            return
+        secret = secrets[name]
+        keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+        if os.path.basename(path) not in keys:
+            problems.append(f"the Secret {name} has no key {os.path.basename(path)}")
+
     token_file = server.get("admin_token_file")
     if not token_file:
         problems.append("server.admin_token_file is not set: the admin listener would be locked")
     else:
-        vol = volumes.get(mounts.get(os.path.dirname(token_file)), {})
-        if vol.get("secret", {}).get("secretName") != secret["metadata"]["name"]:
-            problems.append(f"admin_token_file {token_file} is not mounted from the Secret")
-        keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
-        if os.path.basename(token_file) not in keys:
-            problems.append(f"the Secret has no key {os.path.basename(token_file)}")
+        check_secret_file("admin_token_file", token_file)
+    url = cfg.get("state", {}).get("postgres_url")
+    if cfg.get("state", {}).get("lead_store") == "postgres":
+        if isinstance(url, dict) and "file" in url:
+            check_secret_file("state.postgres_url", url["file"])
+        elif not (isinstance(url, dict) and "env" in url):
+            problems.append("state.postgres_url is not taken from a Secret (file or env)")
     for key in ("admin_token", "cursor_secret", "bearer_token"):
         if key in toml_text.replace("admin_token_file", ""):
             problems.append(f"the ConfigMap holds {key}: secrets belong in the Secret")

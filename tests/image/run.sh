@@ -175,12 +175,21 @@ $SUDO nsenter -t "$PID" -n python3 "$SCRIPT_DIR/drive.py" admin --admin http://1
 
 # The lead is on the volume, written by the unprivileged user.
 mnt="$("${PODMAN[@]}" volume inspect --format '{{.Mountpoint}}' "$VOLUME")"
-leads="$mnt/demo-toyota/leads.jsonl"
+leads="$mnt/leads.sqlite3"
 lead_id="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lead_id"])' "$WORK/lead.json")"
-[ -f "$leads" ] || fail "no demo-toyota/leads.jsonl on the volume"
-[ "$(grep -c "\"$lead_id\"" "$leads")" = 1 ] || fail "lead $lead_id is not exactly once in leads.jsonl"
-[ "$(stat -c %u "$leads")" = 10001 ] || fail "leads.jsonl is not owned by uid 10001"
-echo "  ok   the lead is once in leads.jsonl on the volume, owned by uid 10001"
+[ -f "$leads" ] || fail "no leads.sqlite3 (the embedded lead store) on the volume"
+# Read-only, so the host creates no file the container's user could not write.
+count_lead() {
+  python3 - "$leads" "$lead_id" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(db.execute("SELECT COUNT(*) FROM leads WHERE lead_id = ?", (sys.argv[2],)).fetchone()[0])
+PY
+}
+n="$(count_lead)" || fail "the lead store on the volume cannot be read"
+[ "$n" = 1 ] || fail "lead $lead_id is not exactly once in the lead store ($n)"
+[ "$(stat -c %u "$leads")" = 10001 ] || fail "leads.sqlite3 is not owned by uid 10001"
+echo "  ok   the lead is once in the SQLite lead store on the volume, owned by uid 10001"
 
 # Graceful stop (SIGTERM), then a new container on the same volume.
 "${PODMAN[@]}" stop -t 20 "$NAME" >/dev/null
@@ -193,6 +202,6 @@ echo "  ok   SIGTERM stops the gateway with status 0"
 start_container "$NAME-2" --read-only --cap-drop ALL --security-opt no-new-privileges
 python3 "$SCRIPT_DIR/drive.py" restart --mcp "$MCP" --lead-file "$WORK/lead.json" \
   || logs_and_fail "$NAME-2" "drive.py restart"
-[ "$(grep -c "\"$lead_id\"" "$leads")" = 1 ] || fail "the retry after the restart wrote a second lead"
+[ "$(count_lead)" = 1 ] || fail "the retry after the restart wrote a second lead"
 echo "  ok   still one lead after the restart"
 echo "image: all checks passed"

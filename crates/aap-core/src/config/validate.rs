@@ -1066,7 +1066,7 @@ mod tests {
             ),
             (
                 "max_concurrent_streams = 100",
-                "max_concurrent_streams = 100\nh2_connection_memory_bytes = 300000",
+                "max_concurrent_streams = 100\nh2_connection_memory_bytes = 100000",
                 "h2_connection_memory_bytes",
             ),
             (
