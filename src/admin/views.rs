@@ -24,6 +24,7 @@ const SECRET_KEYS: &[&str] = &[
     "cursor_secret",
     "password",
     "redis_url",
+    "postgres_url",
 ];
 
 /// `GET /admin/…` views; `None` for a path that is not one of them.

@@ -980,7 +980,7 @@ mod tests {
             );
         }
         assert_eq!(head("GET / HTTP/1.1\r\n\r\n").unwrap_err().status, 400);
-        let h = head("POST http://x:1/aap/m?q=1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let h = head("POST http://x:1/aap/m?q=1 HTTP/1.1\r\nHost: x:1\r\n\r\n").unwrap();
         assert_eq!(
             (h.path.as_str(), h.query.as_deref()),
             ("/aap/m", Some("q=1"))
