@@ -606,11 +606,11 @@ fn config_errors_exit_nonzero_naming_file_and_key() {
 }
 
 #[test]
-fn a_port_in_use_exits_1_naming_the_listener() {
+fn a_port_in_use_exits_2_naming_the_listener() {
     // Something else already listens on the ingress port: the gateway must
-    // stop with a clear message, not keep running with a dead port. Pingora
-    // retries a bind that finds the address in use for 30 s (a graceful
-    // upgrade may still be releasing it), so this takes that long.
+    // stop at once with a clear message naming the address and the key, not
+    // keep running with a dead port (nor wait out Pingora's 30 s of bind
+    // retries, which only a graceful upgrade needs).
     let taken = listener();
     let addr = taken.local_addr().unwrap().to_string();
     let state = temp_dir("taken");
@@ -642,9 +642,11 @@ fn a_port_in_use_exits_1_naming_the_listener() {
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("cannot open a listener"), "{err}");
-    assert!(err.contains(&addr), "the message names the address: {err}");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {addr} (server.listen)")),
+        "the message names the address and the key: {err}"
+    );
     drop(taken);
     std::fs::remove_dir_all(state).ok();
 }
