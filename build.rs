@@ -31,16 +31,24 @@ fn civil(days: i64) -> (i64, u32, u32) {
 fn main() {
     println!("cargo:rerun-if-env-changed=AAP_BUILD_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
-    // A new commit or checkout changes HEAD (or the ref it names).
+    // A new commit or checkout changes HEAD (or the ref it names). Only
+    // files that exist are named: cargo treats a missing one as changed on
+    // every build, which would rebuild the crate every time.
+    let watch = |path: String| {
+        if std::path::Path::new(&path).is_file() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    };
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={dir}/{head}");
+        watch(format!("{dir}/HEAD"));
+        let head = git(&["symbolic-ref", "-q", "HEAD"]);
+        if let Some(head) = &head {
+            watch(format!("{dir}/{head}"));
         }
         if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
-            println!("cargo:rerun-if-changed={common}/packed-refs");
-            if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-                println!("cargo:rerun-if-changed={common}/{head}");
+            watch(format!("{common}/packed-refs"));
+            if let Some(head) = &head {
+                watch(format!("{common}/{head}"));
             }
         }
     }
