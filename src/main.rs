@@ -1,4 +1,5 @@
 use aap_gateway::admin::{Admin, IngressProbe};
+use aap_gateway::cli::{admin_target, print_line, print_out};
 use aap_gateway::config::Config;
 use aap_gateway::gateway::{ConfigGeneration, Gateway};
 use aap_gateway::ingress::Ingress;
@@ -455,41 +456,6 @@ fn no_admin_token(cfg: &Config) -> String {
             "server.admin_token_env names {var}, which is unset or empty here: export {var} with the token the gateway runs with"
         ),
         None => "no admin token configured (set server.admin_token_file, server.admin_token_env or server.admin_token)".into(),
-    }
-}
-
-/// Writes `bytes` to stdout. A reader that went away (`aap-gateway catalog |
-/// head -1`) is not an error: the output was simply not wanted any more.
-fn print_out(bytes: &[u8]) -> ExitCode {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("aap-gateway: cannot write to stdout: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// `print_out` of one line.
-fn print_line(line: &str) -> ExitCode {
-    print_out(format!("{line}\n").as_bytes())
-}
-
-/// The admin listener as a client reaches it: a wildcard address on loopback.
-fn admin_target(cfg: &Config) -> String {
-    match cfg.server.admin_listen.parse::<std::net::SocketAddr>() {
-        Ok(mut a) if a.ip().is_unspecified() => {
-            if a.is_ipv4() {
-                a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            } else {
-                a.set_ip(std::net::Ipv6Addr::LOCALHOST.into());
-            }
-            a.to_string()
-        }
-        _ => cfg.server.admin_listen.clone(),
     }
 }
 

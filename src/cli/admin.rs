@@ -113,7 +113,7 @@ pub fn run(cfg: &Config, args: &AdminArgs) -> ExitCode {
             None => vec![(reqwest::Method::GET, "/admin/log-level".into(), None)],
         },
     };
-    let target = target(cfg);
+    let target = super::admin_target(cfg);
     let mut answers = Vec::new();
     for (method, path, body) in calls {
         match request(&target, token.expose(), method, &path, body) {
@@ -142,7 +142,7 @@ pub fn run(cfg: &Config, args: &AdminArgs) -> ExitCode {
     } else {
         human(&args.action, &answers)
     };
-    print(&out)
+    super::print_line(&out)
 }
 
 fn bad(msg: &str) -> ExitCode {
@@ -160,39 +160,6 @@ fn error_text(v: &Value) -> String {
         .filter_map(|k| v.get(*k).and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join(": ")
-}
-
-/// stdout, where a reader that went away is not an error.
-fn print(text: &str) -> ExitCode {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush())
-    {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("aap-gateway: cannot write to stdout: {e}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// The admin listener as a client reaches it: a wildcard address on loopback.
-fn target(cfg: &Config) -> String {
-    match cfg.server.admin_listen.parse::<std::net::SocketAddr>() {
-        Ok(mut a) if a.ip().is_unspecified() => {
-            if a.is_ipv4() {
-                a.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            } else {
-                a.set_ip(std::net::Ipv6Addr::LOCALHOST.into());
-            }
-            a.to_string()
-        }
-        _ => cfg.server.admin_listen.clone(),
-    }
 }
 
 fn request(
