@@ -256,6 +256,10 @@ pub(super) async fn serve<T>(
         )
     };
     ingress.h2_memory.set_limit(sizing.process_limit);
+    let _charge = h2_budget::ConnectionCharge::take(
+        &ingress.h2_memory,
+        sizing.connection_window as usize + h2_budget::CONNECTION_COST,
+    );
     let budget = ConnBudget::new(
         sizing.max_streams as usize,
         sizing.stream_bytes,

@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::Notify;
 
-/// What a stream's accepted head costs before its work starts: the task, the `h2` stream
-/// state and the parsed head (its header bytes are added).
-pub(super) const HEAD_COST: usize = 2048;
+/// What a stream's accepted head costs before its work starts: its task (the future alone
+/// is about 2.4 KiB), the `h2` stream state and the parsed head map; its header bytes are
+/// added. Counted low (2 KiB), 2,000 waiting streams held ~5 MB more than the budget knew.
+pub(super) const HEAD_COST: usize = 5 << 10;
 
 /// The HTTP/2 metrics (registered with the gateway's registry on first use).
 pub(super) struct H2Metrics {
@@ -79,9 +80,38 @@ pub(super) static METRICS: LazyLock<H2Metrics> = LazyLock::new(|| {
 pub struct ProcessBudget {
     used: AtomicUsize,
     limit: AtomicUsize,
+    /// A decaying maximum of the answers made lately (each answer lowers it by an eighth,
+    /// or raises it to its own size): a stream's turn reserves at least this much, so that
+    /// answers larger than `h2_stream_memory_bytes` are counted before their work runs
+    /// rather than pushing the budget over once made.
+    recent_answer: AtomicUsize,
 }
 
 impl ProcessBudget {
+    /// What a stream's turn reserves: `floor` (`h2_stream_memory_bytes`) or the size of the
+    /// answers made lately, whichever is larger.
+    fn reservation(&self, floor: usize) -> usize {
+        floor.max(self.recent_answer.load(Ordering::Relaxed))
+    }
+
+    /// An HTTP/1 answer of `n` bytes was made: it raises the reservation only (the answers
+    /// HTTP/2 streams make lower it again), so the first burst of streams after large
+    /// HTTP/1 answers is sized right too. A plain load on the common path.
+    pub(super) fn saw_answer(&self, n: usize) {
+        if n > self.recent_answer.load(Ordering::Relaxed) {
+            self.recent_answer.fetch_max(n, Ordering::Relaxed);
+        }
+    }
+
+    /// An HTTP/2 answer of `n` bytes was made.
+    fn note_answer(&self, n: usize) {
+        let _ = self
+            .recent_answer
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                Some(n.max(r - r / 8))
+            });
+    }
+
     pub(super) fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::Relaxed);
     }
@@ -113,6 +143,36 @@ impl ProcessBudget {
     /// Bytes held now.
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
+    }
+}
+
+/// What an HTTP/2 connection itself costs beyond its streams (`h2`'s state, its frame
+/// buffers, the task): `benches/connections.sh` measures an idle one at about 35 KiB of RSS
+/// (docs/performance.md, connection-cost table).
+pub(super) const CONNECTION_COST: usize = 36 << 10;
+
+/// A connection's own share of the process-wide budget (its receive window, which a client
+/// can fill, and [`CONNECTION_COST`]), given back when the connection ends.
+pub(super) struct ConnectionCharge {
+    process: Arc<ProcessBudget>,
+    bytes: usize,
+}
+
+impl ConnectionCharge {
+    /// Counted whole even over the limit: the connection is already open, and what it holds
+    /// makes the process refuse new streams sooner.
+    pub(super) fn take(process: &Arc<ProcessBudget>, bytes: usize) -> ConnectionCharge {
+        process.force_take(bytes);
+        ConnectionCharge {
+            process: process.clone(),
+            bytes,
+        }
+    }
+}
+
+impl Drop for ConnectionCharge {
+    fn drop(&mut self) {
+        self.process.give(self.bytes);
     }
 }
 
@@ -216,6 +276,11 @@ impl Held {
     /// `reserve` (the stream is then refused).
     pub(super) async fn turn(&mut self, reserve: usize) -> Result<(), NoTurn> {
         let b = self.budget.clone();
+        // Never more than the connection can hold, or the stream would wait for ever.
+        let reserve = b
+            .process
+            .reservation(reserve)
+            .min(b.max_bytes.saturating_sub(self.bytes));
         loop {
             let freed = b.freed.notified();
             tokio::pin!(freed);
@@ -242,6 +307,9 @@ impl Held {
     /// already. `strict`: refused (`false`) when a budget cannot hold them; otherwise counted
     /// anyway (an answer already made), so that the connection's next streams wait.
     pub(super) fn hold(&mut self, n: usize, strict: bool) -> bool {
+        if !strict {
+            self.budget.process.note_answer(n);
+        }
         if n <= self.bytes {
             return true;
         }
@@ -306,5 +374,33 @@ mod tests {
         drop((b, c));
         assert_eq!(process.used(), 0);
         assert_eq!(conn.lock().working, 0);
+    }
+
+    #[tokio::test]
+    async fn turns_reserve_what_answers_took_lately() {
+        let process = Arc::new(ProcessBudget::default());
+        process.set_limit(1 << 20);
+        let conn = ConnBudget::new(10, 100_000, process.clone());
+        let mut a = conn.admit(100).unwrap();
+        a.turn(2_000).await.unwrap();
+        assert_eq!(process.used(), 2_100);
+        // A 30,000-byte answer: the next turns reserve that much.
+        assert!(a.hold(30_000, false));
+        drop(a);
+        let mut b = conn.admit(100).unwrap();
+        b.turn(2_000).await.unwrap();
+        assert_eq!(process.used(), 30_100);
+        // Small answers bring the reservation down an eighth at a time.
+        assert!(b.hold(100, false));
+        drop(b);
+        let mut c = conn.admit(100).unwrap();
+        c.turn(2_000).await.unwrap();
+        assert_eq!(process.used(), 100 + 30_000 - 30_000 / 8);
+        // Never more than the connection can hold.
+        assert!(c.hold(1_000_000, false));
+        drop(c);
+        let mut d = conn.admit(100).unwrap();
+        d.turn(2_000).await.unwrap();
+        assert_eq!(process.used(), 100_000);
     }
 }

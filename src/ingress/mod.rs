@@ -299,6 +299,7 @@ impl Conn<'_> {
             // request is being handled, not in every idle connection's task
             // (Pingora's own HTTP app boxed it per request as well).
             let (resp, span) = Box::pin(self.ingress.gateway.handle_traced(req)).await;
+            self.ingress.h2_memory.saw_answer(resp.body.len());
             let write_started = std::time::Instant::now();
             // Draining (SIGTERM, before the listeners close): no keep-alive,
             // so the client's next request opens a connection the load

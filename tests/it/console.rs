@@ -353,12 +353,19 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
     b.run("document.getElementById('refresh').click();");
     assert_eq!(b.wait_for("document.querySelectorAll('#dead-letters tbody tr').length === 0 && document.getElementById('outbox-summary').textContent.includes('Dead letters: 0') && 'empty'"), "empty");
 
-    // Signing out forgets the token.
-    b.run("document.getElementById('logout').click();");
+    // Signing out forgets the token, and an answer still in flight (a refresh clicked
+    // just before) does not bring the console back.
+    b.run("document.getElementById('refresh').click(); document.getElementById('logout').click();");
     assert_eq!(
         b.wait_for(
             "sessionStorage.getItem('aap-admin-token') === null && document.body.dataset.state"
         ),
         "login"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(b.wait_for("document.body.dataset.state"), "login");
+    assert_eq!(
+        b.wait_for("document.getElementById('console').hidden"),
+        true
     );
 }

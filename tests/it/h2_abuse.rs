@@ -324,6 +324,7 @@ fn connections_that_never_read_stay_within_the_memory_budget() {
     std::thread::sleep(Duration::from_millis(500));
     let before = rss_kib(pid);
     let body = search.clone();
+    let gw_admin = gw.admin;
     let (peak, refused, answered) = runtime().block_on(async move {
         let mut conns = Vec::new();
         let mut pending = Vec::new();
@@ -358,10 +359,23 @@ fn connections_that_never_read_stay_within_the_memory_budget() {
         // Let the gateway do all the work it will do; sample its RSS meanwhile.
         let mut peak = 0;
         let until = Instant::now() + Duration::from_secs(6);
+        let admin = gw_admin;
         while Instant::now() < until {
             peak = peak.max(rss_kib(pid));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // What the gateway's own accounting holds at the end of the window.
+        let m =
+            tokio::task::spawn_blocking(move || request(admin, "GET", "/metrics", &[], b"").text())
+                .await
+                .unwrap();
+        eprintln!(
+            "HTTP/2 accounting: {}",
+            m.lines()
+                .filter(|l| l.starts_with("aap_h2"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
         // Streams refused by the budgets end with REFUSED_STREAM; answered ones have
         // their head (the body is what cannot come).
         let (mut refused, mut answered) = (0, 0);

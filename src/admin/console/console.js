@@ -5,6 +5,9 @@
   const KEY = "aap-admin-token";
   const $ = (id) => document.getElementById(id);
   let tenants = [];
+  // Bumped by every load and every sign-out: an answer that arrives after a newer load
+  // started, or after the user signed out, is dropped instead of re-showing the console.
+  let epoch = 0;
 
   function token() { return sessionStorage.getItem(KEY) || ""; }
 
@@ -48,6 +51,7 @@
   }
 
   function showLogin() {
+    epoch += 1;
     $("login").hidden = false;
     $("console").hidden = true;
     $("refresh").hidden = true;
@@ -98,10 +102,12 @@
   }
 
   async function load() {
+    const mine = ++epoch;
     try {
       const [status, reloads, ts, feeds, leads, clusters] = await Promise.all([
         api("GET", "/admin/status"), api("GET", "/admin/reloads"), api("GET", "/admin/tenants"),
         api("GET", "/admin/feeds"), api("GET", "/admin/leads/dead-letters"), api("GET", "/admin/clusters")]);
+      if (mine !== epoch) return;
       $("login").hidden = true;
       $("console").hidden = false;
       $("refresh").hidden = false;
@@ -138,7 +144,7 @@
       });
       document.body.dataset.state = "loaded";
     } catch (e) {
-      if (String(e.message) !== "refused") say("Cannot read the admin listener: " + e, true);
+      if (mine === epoch && String(e.message) !== "refused") say("Cannot read the admin listener: " + e, true);
     }
   }
 
