@@ -426,11 +426,21 @@ impl TenantOutbox {
             }
         };
         let lead_id = &row.lead.lead_id;
-        let recorded = policy
-            .store
-            .store
-            .record(lead_id, &slot.name, owner(), &attempt)
-            .await;
+        // A store that cannot be reached for a moment (a PostgreSQL restart or failover)
+        // must not turn a delivered lead into a second delivery: the outcome is kept here
+        // and recorded again, with backoff, for up to half the lease (the row stays this
+        // instance's meanwhile; past that another instance may take it, and this one's late
+        // record is then fenced off by the lease owner).
+        let store = &policy.store.store;
+        let mut recorded = store.record(lead_id, &slot.name, owner(), &attempt).await;
+        let give_up = std::time::Instant::now() + policy.store.lease / 2;
+        let mut wait = Duration::from_millis(50);
+        while recorded.is_err() && std::time::Instant::now() + wait < give_up {
+            crate::store::METRICS.errors.inc();
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+            recorded = store.record(lead_id, &slot.name, owner(), &attempt).await;
+        }
         self.in_flight()
             .remove(&(lead_id.clone(), slot.name.clone()));
         match &recorded {
