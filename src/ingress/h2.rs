@@ -14,6 +14,7 @@
 use super::conn::Full;
 use super::h1::{HeadLimits, Refusal, MAX_REQUEST_LINE};
 use super::h2_budget::{self, ConnBudget, Held, NoTurn, HEAD_COST};
+use super::h2_frames;
 use super::{new_correlation_id, too_large, Ingress, WRITE_TIMEOUT};
 use crate::error::Failure;
 use crate::exchange::{HttpRequest, HttpResponse};
@@ -266,6 +267,8 @@ pub(super) async fn serve<T>(
         ingress.h2_memory.clone(),
     );
     let accepted = tokio::time::Instant::from_std(accepted);
+    // RFC 9113's error codes where `h2` answers others (src/ingress/h2_frames.rs).
+    let io = h2_frames::FrameGuard::new(io, MAX_FRAME as usize);
     let handshake = sizing.builder(&head_limits).handshake::<_, Bytes>(io);
     let first_deadline = if refused.is_some() {
         accepted + super::REFUSED_LINGER_TIME

@@ -13,6 +13,7 @@ pub mod conn;
 pub mod h1;
 pub mod h2;
 pub mod h2_budget;
+mod h2_frames;
 
 use crate::context::RequestCtx;
 use crate::error::Failure;

@@ -418,10 +418,12 @@ fn connections_that_never_read_stay_within_the_memory_budget() {
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
 const RST_STREAM: u8 = 3;
 const SETTINGS: u8 = 4;
 const PING: u8 = 6;
 const GOAWAY: u8 = 7;
+const WINDOW_UPDATE: u8 = 8;
 const END_STREAM: u8 = 1;
 const END_HEADERS: u8 = 4;
 
@@ -526,7 +528,9 @@ fn h2c_gateway() -> Gateway {
 }
 
 const PROTOCOL_ERROR: u32 = 1;
+const STREAM_CLOSED: u32 = 5;
 const FRAME_SIZE_ERROR: u32 = 6;
+const COMPRESSION_ERROR: u32 = 9;
 
 /// RFC 9113 §8.2.1: a field value with leading or trailing whitespace makes the request
 /// malformed: RST_STREAM PROTOCOL_ERROR on that stream, the next stream is answered.
@@ -560,62 +564,55 @@ fn padded_header_values_are_malformed_requests() {
     }
 }
 
-/// Malformed frames end the connection with a GOAWAY. A frame over SETTINGS_MAX_FRAME_SIZE
-/// gets FRAME_SIZE_ERROR as RFC 9113 §4.2 says. For a fixed-size frame of the wrong length
-/// (§6.4, §6.7: FRAME_SIZE_ERROR), an undecodable header block (§4.3: COMPRESSION_ERROR) and
-/// DATA after END_STREAM (§5.1: a STREAM_CLOSED stream error) the `h2` crate answers
-/// PROTOCOL_ERROR on the connection (docs/operations.md lists these deviations); this pins
-/// what a client gets, so a change of the crate shows here.
+/// Malformed frames get the error RFC 9113 names (the frame guard in front of `h2`,
+/// src/ingress/h2_frames.rs): a frame over SETTINGS_MAX_FRAME_SIZE or a fixed-size frame of the
+/// wrong length (§4.2, §6.4, §6.5, §6.7, §6.9) ends the connection with GOAWAY FRAME_SIZE_ERROR;
+/// an undecodable header block (§4.3) with GOAWAY COMPRESSION_ERROR.
 #[test]
-fn malformed_frames_end_the_connection_with_a_goaway() {
+fn malformed_frames_end_the_connection_with_the_rfc_error() {
     let gw = h2c_gateway();
-    let seen = raw(
-        gw.port,
-        &[frame(PING, 0, 0, &[0; 16_385])],
-        Duration::from_secs(2),
-    );
-    assert_eq!(seen.goaway, Some(FRAME_SIZE_ERROR), "oversized: {seen:?}");
-    // PING with 7 octets.
-    let seen = raw(
-        gw.port,
-        &[frame(PING, 0, 0, &[0; 7])],
-        Duration::from_secs(2),
-    );
-    assert_eq!(seen.goaway, Some(PROTOCOL_ERROR), "PING: {seen:?}");
-    // RST_STREAM with 3 octets.
-    let seen = raw(
-        gw.port,
-        &[
-            frame(HEADERS, END_HEADERS, 1, &request_head(gw.port, &[])),
-            frame(RST_STREAM, 0, 1, &[0; 3]),
-        ],
-        Duration::from_secs(2),
-    );
-    assert_eq!(seen.goaway, Some(PROTOCOL_ERROR), "RST_STREAM: {seen:?}");
-    // A header block referring to static index 0 (RFC 7541 §6.1: a decoding error).
-    let seen = raw(
-        gw.port,
-        &[frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x80])],
-        Duration::from_secs(2),
-    );
-    assert_eq!(seen.goaway, Some(PROTOCOL_ERROR), "HPACK: {seen:?}");
-    // DATA after END_STREAM, in the same write (the stream is half-closed (remote)).
-    let body = modern("tools/list", json!({})).to_string();
-    let seen = raw(
-        gw.port,
-        &[
-            frame(HEADERS, END_HEADERS, 1, &request_head(gw.port, &[])),
-            frame(DATA, END_STREAM, 1, body.as_bytes()),
-            frame(DATA, 0, 1, b"more"),
-        ],
-        Duration::from_secs(2),
-    );
-    assert_eq!(
-        seen.goaway,
-        Some(PROTOCOL_ERROR),
-        "DATA after END_STREAM: {seen:?}"
-    );
+    let cases: Vec<(&str, Vec<Vec<u8>>, u32)> = vec![
+        (
+            "oversized PING",
+            vec![frame(PING, 0, 0, &[0; 16_385])],
+            FRAME_SIZE_ERROR,
+        ),
+        (
+            "PING of 7",
+            vec![frame(PING, 0, 0, &[0; 7])],
+            FRAME_SIZE_ERROR,
+        ),
+        (
+            "SETTINGS of 5",
+            vec![frame(SETTINGS, 0, 0, &[0; 5])],
+            FRAME_SIZE_ERROR,
+        ),
+        (
+            "WINDOW_UPDATE of 3",
+            vec![frame(WINDOW_UPDATE, 0, 0, &[0, 0, 1])],
+            FRAME_SIZE_ERROR,
+        ),
+        (
+            "RST_STREAM of 3",
+            vec![
+                frame(HEADERS, END_HEADERS, 1, &request_head(gw.port, &[])),
+                frame(RST_STREAM, 0, 1, &[0; 3]),
+            ],
+            FRAME_SIZE_ERROR,
+        ),
+        (
+            // Static index 0 (RFC 7541 §6.1): a decoding error.
+            "HPACK index 0",
+            vec![frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x80])],
+            COMPRESSION_ERROR,
+        ),
+    ];
+    for (what, frames, code) in cases {
+        let seen = raw(gw.port, &frames, Duration::from_secs(2));
+        assert_eq!(seen.goaway, Some(code), "{what}: {seen:?}");
+    }
     // The gateway goes on serving.
+    let body = modern("tools/list", json!({})).to_string();
     let seen = raw(
         gw.port,
         &[
@@ -625,4 +622,57 @@ fn malformed_frames_end_the_connection_with_a_goaway() {
         Duration::from_secs(2),
     );
     assert!(seen.answered.contains(&1), "{seen:?}");
+}
+
+/// Stream errors stay on their stream (RFC 9113 §5.4.2): DATA after END_STREAM gets
+/// RST_STREAM STREAM_CLOSED (§5.1), pseudo-header fields in trailers RST_STREAM PROTOCOL_ERROR
+/// (§8.1), a PRIORITY frame of the wrong length RST_STREAM FRAME_SIZE_ERROR (§6.3); the
+/// connection's next stream is answered and no GOAWAY is sent.
+#[test]
+fn stream_errors_reset_only_their_stream() {
+    let gw = h2c_gateway();
+    let body = modern("tools/list", json!({})).to_string();
+    let next = |sid: u32| {
+        vec![
+            frame(HEADERS, END_HEADERS, sid, &request_head(gw.port, &[])),
+            frame(DATA, END_STREAM, sid, body.as_bytes()),
+        ]
+    };
+    let cases: Vec<(&str, Vec<Vec<u8>>, u32)> = vec![
+        (
+            "DATA after END_STREAM",
+            vec![
+                frame(HEADERS, END_HEADERS, 1, &request_head(gw.port, &[])),
+                frame(DATA, END_STREAM, 1, body.as_bytes()),
+                frame(DATA, 0, 1, b"more"),
+            ],
+            STREAM_CLOSED,
+        ),
+        (
+            "pseudo-header in trailers",
+            vec![
+                frame(HEADERS, END_HEADERS, 1, &request_head(gw.port, &[])),
+                frame(DATA, 0, 1, body.as_bytes()),
+                frame(
+                    HEADERS,
+                    END_HEADERS | END_STREAM,
+                    1,
+                    &hpack(&[(":path", "/elsewhere")]),
+                ),
+            ],
+            PROTOCOL_ERROR,
+        ),
+        (
+            "PRIORITY of 4",
+            vec![frame(PRIORITY, 0, 1, &[0; 4])],
+            FRAME_SIZE_ERROR,
+        ),
+    ];
+    for (what, mut frames, code) in cases {
+        frames.extend(next(3));
+        let seen = raw(gw.port, &frames, Duration::from_secs(2));
+        assert!(seen.resets.contains(&(1, code)), "{what}: {seen:?}");
+        assert!(seen.answered.contains(&3), "{what}: {seen:?}");
+        assert_eq!(seen.goaway, None, "{what}: {seen:?}");
+    }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -516,6 +516,69 @@ fn sse_progress_streams_on_an_http2_stream() {
         let all = String::from_utf8_lossy(&got);
         assert!(all.contains("\"resultType\":\"complete\""), "{all}");
     });
+}
+
+/// A streamed read whose client resets its stream after the first event is cancelled at
+/// once, its upstream call with it (a write would run to completion).
+#[test]
+fn a_reset_streamed_read_is_cancelled() {
+    let hold = temp_dir("h2cancel").join("release");
+    let hold_arg = hold.display().to_string();
+    let peer = Peer::start(
+        PeerKind::StrictMcp,
+        &["--sse", "--hold-until", &hold_arg],
+        &[],
+    );
+    let backend = format!(
+        "kind = \"mcp\"\npeers = [{:?}]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nconnect_timeout_ms = 1000\nrequest_timeout_ms = 8000\nhealth_check_interval_ms = 500\n",
+        peer.url()
+    );
+    let config = forwarding_config(&backend).replacen("[server]\n", "[server]\nh2c = true\n", 1);
+    let gw = Gateway::start_with(&config);
+    let port = gw.port;
+    runtime().block_on(async move {
+        let (send, _driver, _) = connect(port).await;
+        let mut call = modern(
+            "tools/call",
+            json!({"name": "aap_inventory_search",
+                   "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
+        );
+        call["params"]["_meta"]["progressToken"] = json!("h2-cancel");
+        let mut send = send.ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(())
+            .unwrap();
+        let (resp, mut tx) = send.send_request(req, false).unwrap();
+        tx.send_data(Bytes::from(call.to_string()), true).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(15), resp)
+            .await
+            .expect("the head while the upstream holds")
+            .unwrap();
+        let mut rx = resp.into_body();
+        let chunk = tokio::time::timeout(Duration::from_secs(15), rx.data())
+            .await
+            .expect("the first event")
+            .expect("the stream is open")
+            .unwrap();
+        assert!(String::from_utf8_lossy(&chunk).contains("notifications/progress"));
+        tx.send_reset(h2::Reason::CANCEL);
+        drop(rx);
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gw.logs().contains("streamed read cancelled") {
+        assert!(
+            Instant::now() < deadline,
+            "the read was not cancelled: {}",
+            gw.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The upstream still holds (it is released only now): the cancellation did not wait for it.
+    assert!(!hold.exists());
 }
 
 /// HTTP/2 connections count against the same connection limits as HTTP/1 ones: over

@@ -765,13 +765,29 @@ impl Endpoint {
             id: ctx.id.clone(),
             server_name: self.server_name.clone(),
         };
+        let cancellable = skill.is_read();
         tokio::spawn(async move {
-            // The call runs to completion even if the client goes away: a
-            // lead is never abandoned half-way.
+            // A write runs to completion even if the client goes away (a lead
+            // is never abandoned half-way); a read is cancelled as soon as
+            // the client is gone (it reset the stream or closed the
+            // connection), its upstream call with it.
             let mut client_gone = false;
-            while let Some(ev) = events.recv().await {
-                if !client_gone && btx.send(sse_event(&ev)).await.is_err() {
-                    client_gone = true;
+            loop {
+                let gone = tokio::select! {
+                    ev = events.recv() => match ev {
+                        Some(ev) => client_gone || btx.send(sse_event(&ev)).await.is_err(),
+                        None => break,
+                    },
+                    () = btx.closed(), if !client_gone => true,
+                };
+                client_gone |= gone;
+                if client_gone && cancellable {
+                    call.abort();
+                    tracing::info!(
+                        tool = skill.id(),
+                        "streamed read cancelled: the client went away"
+                    );
+                    return;
                 }
             }
             let done = call.await.map_err(|_| call_task_failed());
