@@ -3,11 +3,13 @@
 //!
 //! `generation` builds a generation from a config (the composition root) out of per-tenant
 //! units (`tenant`); `tenant_dir` applies tenant files one at a time; `admission` holds the
-//! one admission order every tenant kind shares.
+//! one admission order every tenant kind shares; `mount` is the one serve pipeline (CORS,
+//! admission, the binding) for the MCP endpoint, the A2A binding and the relay.
 
 mod admission;
 mod cors;
 mod generation;
+mod mount;
 mod publish;
 mod retire;
 mod routes;
@@ -18,17 +20,14 @@ pub use generation::{BuildError, Changed, ConfigGeneration, RelayTenant, TenantF
 pub use publish::Published;
 pub use tenant::{host_key, Serve, TenantUnit};
 
-use crate::auth::AuthMode;
 use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
-use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::{Caller, Endpoint};
+use crate::mcp::server::Endpoint;
 use crate::telemetry::ServerSpan;
-use aap_core::trace::Phase;
-use admission::{admit, head_auth, head_outcome, refused, Admission};
+use admission::{head_auth, head_outcome};
 use arc_swap::ArcSwap;
-use cors::Cors;
+use mount::Mount;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,30 +202,15 @@ impl Gateway {
         let resp = match target {
             Target::Endpoint(ep) => {
                 route = Some(ep.path.as_str());
-                ctx.tenant = Some(ep.tenant.clone());
-                let cors = endpoint_cors(ep);
-                match cors.preflight(&req, &mut ctx) {
-                    Some(r) => r,
-                    None => cors.decorate(&req, serve_endpoint(ep, &req, &mut ctx).await),
-                }
+                mount::serve(Mount::Mcp(ep), &req, &mut ctx).await
             }
             Target::Relay(m) => {
                 route = Some(req.path.as_str());
-                ctx.tenant = Some(m.tenant.clone());
-                let cors = relay_cors(m);
-                match cors.preflight(&req, &mut ctx) {
-                    Some(r) => r,
-                    None => cors.decorate(&req, serve_relay(m, &rt, &req, &mut ctx).await),
-                }
+                mount::serve(Mount::Relay(m, &rt), &req, &mut ctx).await
             }
             Target::A2a(ep) => {
                 route = Some(req.path.as_str());
-                ctx.tenant = Some(ep.tenant.clone());
-                let cors = a2a_cors(ep);
-                match cors.preflight(&req, &mut ctx) {
-                    Some(r) => r,
-                    None => cors.decorate(&req, serve_a2a(ep, &req, &mut ctx).await),
-                }
+                mount::serve(Mount::A2a(ep), &req, &mut ctx).await
             }
             Target::Host(_) | Target::Path => {
                 let metadata = rt
@@ -281,39 +265,10 @@ impl Gateway {
         let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
         crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
-        // The tenant, its head verdict, its token check, its CORS, and how
-        // its binding words a refusal (JSON-RPC for MCP, A2A's shape on `/a2a`).
-        let (tenant, head, auth, cors, refusal): (
-            _,
-            _,
-            _,
-            _,
-            fn(&RpcError, &HttpRequest) -> HttpResponse,
-        ) = match target(&rt, req) {
-            Target::Endpoint(ep) => (
-                &ep.tenant,
-                ep.head_refusal(req),
-                ep.auth.as_deref(),
-                endpoint_cors(ep),
-                mcp_refusal,
-            ),
-            Target::Relay(m) => (
-                &m.tenant,
-                m.head_refusal(req),
-                m.auth.as_deref(),
-                relay_cors(m),
-                mcp_refusal,
-            ),
-            Target::A2a(ep) => {
-                ctx.binding = "a2a";
-                (
-                    &ep.tenant,
-                    crate::a2a::server::head_refusal(ep, req),
-                    ep.auth.as_deref(),
-                    a2a_cors(ep),
-                    |e, r| crate::a2a::server::refused(e, r, 0),
-                )
-            }
+        let mount = match target(&rt, req) {
+            Target::Endpoint(ep) => Mount::Mcp(ep),
+            Target::Relay(m) => Mount::Relay(m, &rt),
+            Target::A2a(ep) => Mount::A2a(ep),
             // Documents and metadata read no body worth refusing early; the
             // full pipeline decides (404 included).
             Target::Host(_) => return None,
@@ -328,13 +283,19 @@ impl Gateway {
                 return Some(finish(&ctx, not_found(&rt, req)));
             }
         };
-        ctx.tenant = Some(tenant.clone());
-        let err = match head {
+        if let Mount::A2a(_) = mount {
+            ctx.binding = "a2a";
+        }
+        ctx.tenant = Some(mount.tenant().to_owned());
+        let err = match mount.head(req) {
             Some(e) => e,
-            None => head_auth(auth.filter(|a| a.mode() != AuthMode::Off), req).await?,
+            None => head_auth(mount.auth(), req).await?,
         };
         ctx.outcome = head_outcome(&err);
-        let resp = finish(&ctx, cors.decorate(req, refusal(&err, req)));
+        let resp = finish(
+            &ctx,
+            mount.cors().decorate(req, mount.refuse_early(&err, req)),
+        );
         if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
             span.export();
         }
@@ -439,144 +400,12 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
     }
 }
 
-/// A head refusal on an MCP (endpoint or relay) path: the JSON-RPC error
-/// body with the error's own headers (`WWW-Authenticate`, `Allow`, …).
-fn mcp_refusal(err: &RpcError, _req: &HttpRequest) -> HttpResponse {
-    let mut resp = HttpResponse::json(err.http_status, &err.to_body(None));
-    resp.headers.extend(err.headers.iter().cloned());
-    resp
-}
-
 /// Stamp the correlation id on an answer, then `logging`: every answer of
 /// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
 fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
     let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
     ctx.logging(resp.status);
     resp
-}
-
-/// CORS for an endpoint tenant: its origins and the methods it serves.
-fn endpoint_cors(ep: &Endpoint) -> Cors<'_> {
-    Cors {
-        origins: &ep.allowed_origins,
-        methods: if ep.sessions.is_some() {
-            "POST, DELETE"
-        } else {
-            "POST"
-        },
-        extra_allow_headers: &[],
-        expose_headers: cors::CORS_EXPOSE_HEADERS,
-    }
-}
-
-/// CORS for a tenant's A2A binding: `SendMessage` is a POST, and a browser
-/// A2A client also sends `A2A-Version` and `A2A-Extensions`.
-fn a2a_cors(ep: &Endpoint) -> Cors<'_> {
-    Cors {
-        origins: &ep.allowed_origins,
-        methods: "POST",
-        extra_allow_headers: A2A_CORS_HEADERS,
-        expose_headers: cors::A2A_EXPOSE_HEADERS,
-    }
-}
-
-/// The A2A service parameters a browser client sends as headers.
-const A2A_CORS_HEADERS: &[&str] = &["a2a-version", "a2a-extensions"];
-
-/// CORS for a relay tenant (GET event streams and DELETE pass through).
-fn relay_cors(m: &RelayTenant) -> Cors<'_> {
-    Cors {
-        origins: &m.allowed_origins,
-        methods: "GET, POST, DELETE",
-        extra_allow_headers: &[],
-        expose_headers: cors::CORS_EXPOSE_HEADERS,
-    }
-}
-
-/// Admission, then the tenant's MCP endpoint.
-async fn serve_endpoint(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
-    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-    let admission = Admission {
-        tenant: &ep.tenant,
-        state: ep.contract.state.as_ref(),
-        head: ep.head_refusal(req),
-        auth,
-        tenant_bucket: ep.tenant_bucket,
-        caller_bucket: ep.caller_bucket,
-    };
-    let admitted = admit_traced(&admission, req, ctx).await;
-    let admitted = match admitted {
-        Ok(a) => a,
-        Err(e) => return refused(&e, req, ep.max_json_depth),
-    };
-    let caller = Caller {
-        scope: &admitted.scope,
-        private: auth.is_some(),
-        auth,
-        principal: admitted.principal.as_ref(),
-    };
-    ep.handle(req, &caller, ctx).await
-}
-
-/// Admission (the same order and budgets as the tenant's MCP endpoint),
-/// then the tenant's A2A binding over the same contract.
-async fn serve_a2a(ep: &Endpoint, req: &HttpRequest, ctx: &mut RequestCtx) -> HttpResponse {
-    ctx.binding = "a2a";
-    let auth = ep.auth.as_deref().filter(|a| a.mode() != AuthMode::Off);
-    let admission = Admission {
-        tenant: &ep.tenant,
-        state: ep.contract.state.as_ref(),
-        head: crate::a2a::server::head_refusal(ep, req),
-        auth,
-        tenant_bucket: ep.tenant_bucket,
-        caller_bucket: ep.caller_bucket,
-    };
-    let admitted = match admit(&admission, req, ctx).await {
-        Ok(a) => a,
-        Err(e) => return crate::a2a::server::refused(&e, req, ep.max_json_depth),
-    };
-    let caller = Caller {
-        scope: &admitted.scope,
-        private: auth.is_some(),
-        auth,
-        principal: admitted.principal.as_ref(),
-    };
-    crate::a2a::server::handle(ep, req, &caller, ctx).await
-}
-
-/// Admission, then the relay.
-async fn serve_relay(
-    m: &RelayTenant,
-    rt: &ConfigGeneration,
-    req: &HttpRequest,
-    ctx: &mut RequestCtx,
-) -> HttpResponse {
-    let admission = Admission {
-        tenant: &m.tenant,
-        state: rt.state.as_ref(),
-        head: m.head_refusal(req),
-        auth: m.auth.as_deref().filter(|a| a.mode() != AuthMode::Off),
-        tenant_bucket: m.tenant_bucket,
-        caller_bucket: m.caller_bucket,
-    };
-    if let Err(e) = admit_traced(&admission, req, ctx).await {
-        return refused(&e, req, rt.config.limits.max_json_depth);
-    }
-    m.relay.handle(req, ctx).await
-}
-
-/// `admit`, recorded as the request's admission phase.
-async fn admit_traced(
-    admission: &Admission<'_>,
-    req: &HttpRequest,
-    ctx: &mut RequestCtx,
-) -> Result<admission::Admitted, crate::mcp::jsonrpc::RpcError> {
-    let started = std::time::Instant::now();
-    let admitted = admit(admission, req, ctx).await;
-    if let Some(t) = &ctx.trace {
-        t.record(Phase::Admission, started);
-    }
-    admitted
 }
 
 /// The 404 of a path no route serves, in the shape of the binding the path looks like: an
