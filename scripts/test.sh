@@ -15,6 +15,8 @@ echo "== cargo build --release"
 cargo build --release
 echo "== the protocol core has no network stack (cargo tree -p aap-core)"
 bash scripts/core-boundary.sh
+echo "== docs/architecture-rules.md: every file, function, type and test it names resolves"
+python3 scripts/rules-table-check.py
 if [ "${AAP_TEST_IMAGE:-1}" != 0 ]; then
   echo "== container image: build the Dockerfile on a debootstrapped Debian base (buildah) and drive it"
   bash tests/image/run.sh
