@@ -5,7 +5,6 @@
 //! `history` (the reload history), `log_level` (the runtime log filter).
 
 mod console;
-pub mod history;
 pub mod log_level;
 mod views;
 

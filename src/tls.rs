@@ -17,16 +17,9 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-/// What identifies one version of a file: size, modification time, inode.
-pub type Stamp = Option<(u64, SystemTime, u64)>;
-
-pub fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    Some((m.len(), m.modified().ok()?, m.ino()))
-}
+pub use crate::file_stamp::{stamp, Stamp};
 
 /// Host name (lowercase, no trailing dot) → the certificate a tenant
 /// configured for it (`[tenants.tls]`); the gateway replaces the map with
@@ -175,7 +168,7 @@ impl ResolvesServerCert for CertStore {
         if let Some(name) = hello.server_name() {
             let names = self.names.load();
             if !names.is_empty() {
-                let key = crate::gateway::host_key(name);
+                let key = aap_core::host::route_key(name);
                 if let Some(k) = key.and_then(|n| names.get(&n)) {
                     return Some(k.clone());
                 }

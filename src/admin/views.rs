@@ -31,7 +31,7 @@ const SECRET_KEYS: &[&str] = &[
 pub fn answer(method: &str, path: &str, rt: &ConfigGeneration) -> Option<HttpResponse> {
     let (status, body) = match (method, path) {
         ("GET", "/admin/status") => (200, status(rt)),
-        ("GET", "/admin/reloads") => (200, json!({"reloads": super::history::list()})),
+        ("GET", "/admin/reloads") => (200, json!({"reloads": crate::gateway::history::list()})),
         ("GET", "/admin/tenants") => (200, tenants(rt)),
         ("GET", "/admin/feeds") => (200, feeds(rt)),
         ("GET", "/admin/clusters") => (200, clusters()),
@@ -57,7 +57,7 @@ pub fn start_clock() {
 fn status(rt: &ConfigGeneration) -> Value {
     let (feeds, not_ready) = super::feed_readiness(rt);
     let clusters = crate::upstream::cluster::registry().status();
-    let reloads = super::history::list();
+    let reloads = crate::gateway::history::list();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": option_env!("AAP_BUILD_COMMIT").unwrap_or("unknown"),

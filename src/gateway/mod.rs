@@ -9,6 +9,7 @@
 mod admission;
 mod cors;
 mod generation;
+pub mod history;
 mod mount;
 mod publish;
 mod retire;
@@ -96,7 +97,7 @@ impl Gateway {
             self.reload_now(config).map_err(|e| e.to_string())
         })
         .unwrap_or_else(|| Err("the reload stopped unexpectedly (see the log)".into()));
-        crate::admin::history::record(&result, self.current().generation);
+        history::record(&result, self.current().generation);
         let m = &crate::metrics::METRICS;
         match &result {
             Ok(g) => {

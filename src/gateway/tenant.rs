@@ -142,8 +142,8 @@ fn cert_stamps(config: &Config, t: &TenantConfig) -> String {
     };
     format!(
         "{:?}{:?}",
-        crate::tls::stamp(&config.resolve(&tls.cert_file)),
-        crate::tls::stamp(&config.resolve(&tls.key_file))
+        crate::file_stamp::stamp(&config.resolve(&tls.cert_file)),
+        crate::file_stamp::stamp(&config.resolve(&tls.key_file))
     )
 }
 

@@ -86,9 +86,9 @@ fn load_json(path: &Path) -> Result<Value, LoadError> {
 /// holds one copy (the demo profile is about 45 KB as a `Value`, measured with heaptrack) and
 /// parses it once. A changed file (size, modification time or inode) is parsed again.
 fn dealer_profile(path: &Path) -> Result<Arc<Value>, LoadError> {
-    type Profiles = HashMap<PathBuf, (crate::tls::Stamp, Weak<Value>)>;
+    type Profiles = HashMap<PathBuf, (crate::file_stamp::Stamp, Weak<Value>)>;
     static PROFILES: LazyLock<Mutex<Profiles>> = LazyLock::new(Default::default);
-    let stamp = crate::tls::stamp(path);
+    let stamp = crate::file_stamp::stamp(path);
     let cached = PROFILES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
