@@ -121,7 +121,7 @@
       renderTenants();
       fill("feeds", feeds.body.feeds || [], (tr, f) => {
         cell(tr, f.source); cell(tr, f.state, f.state === "ok" ? "ok" : "bad"); cell(tr, f.rows);
-        cell(tr, f.rejected); cell(tr, f.last_success); cell(tr, f.last_error); cell(tr, f.tenants);
+        cell(tr, f.rejected); cell(tr, f.last_success); cell(tr, f.last_load); cell(tr, f.last_error); cell(tr, f.tenants);
       });
       const dead = leads.body.dead_letters || [];
       const bySink = {};
