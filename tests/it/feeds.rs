@@ -689,6 +689,60 @@ fn a_url_feed_answering_304_all_weekend_is_never_stale_and_an_unreachable_one_is
     assert_eq!(total(&gone), LISTED);
 }
 
+#[test]
+fn a_304_for_a_refused_version_is_no_successful_check() {
+    let dir = temp_dir("feed-304-refused");
+    let file = dir.join("inventory.csv");
+    std::fs::copy(fixture("inventory.csv"), &file).unwrap();
+    let server = FeedServer::start(&file, None);
+    let url = format!("http://127.0.0.1:{}/inventory.csv", server.port);
+    let gw = Gateway::start_with(&feed_config(
+        &format!("format = \"csv\"\nurl = {url:?}\npoll_interval_secs = 1\nstale_after_secs = 2"),
+        CSV_MAPPING,
+    ));
+    wait_for("the first load", Duration::from_secs(15), || {
+        feed_views(&gw, &url).0["state"] == "ok"
+    });
+    // The export breaks: the new version is refused, and every later poll is answered 304
+    // for it. That confirms the refused version, not the inventory served: it goes stale.
+    publish(&file, &mostly_broken());
+    wait_for("the refusal", Duration::from_secs(15), || {
+        feed_views(&gw, &url).1["refusals"] == 1
+    });
+    let refused_at = server
+        .statuses()
+        .iter()
+        .rposition(|s| s.starts_with("200"))
+        .unwrap_or_default();
+    assert!(refused_at > 0, "{:?}", server.statuses());
+    wait_for(
+        "304s for the refused version",
+        Duration::from_secs(10),
+        || {
+            server.statuses()[refused_at + 1..]
+                .iter()
+                .filter(|s| s.starts_with("304"))
+                .count()
+                >= 2
+        },
+    );
+    wait_for("the stale state", Duration::from_secs(10), || {
+        feed_views(&gw, &url).0["state"] == "stale"
+    });
+    let (_, admin, age) = feed_views(&gw, &url);
+    assert_eq!(admin["state"], "stale", "{admin}");
+    assert!(
+        admin["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("refused"),
+        "{admin}"
+    );
+    assert!(age > 2.0, "{age}");
+    // The previous inventory keeps serving meanwhile.
+    assert_eq!(total(&gw), LISTED);
+}
+
 /// `aap_feed_last_load_timestamp_seconds` of the source.
 fn unchanged_load(gw: &Gateway, source: &str) -> f64 {
     metric(

@@ -142,7 +142,12 @@ impl RequestCtx {
             client_address: self.client_address,
             user_agent: self.user_agent.as_deref().unwrap_or("-"),
             bytes_in: self.bytes_in,
-            bytes_out,
+            // A HEAD answer sends its head only.
+            bytes_out: if self.http_method == "HEAD" {
+                0
+            } else {
+                bytes_out
+            },
         };
         crate::metrics::record(&record, elapsed.as_secs_f64());
         access::log(&record);
