@@ -5,7 +5,8 @@
 //! server span, its phase spans and a client span per upstream attempt; the upstream sees a
 //! `traceparent` naming that client span; no attribute holds arguments, customer values or
 //! tokens; sampling ratio 0 exports nothing; the access line carries the trace id; warn lines
-//! carry tenant and correlation id; a stderr nobody reads never holds a request.
+//! carry tenant and correlation id; a stderr nobody reads never holds a request. Server spans name
+//! the HTTP version (1.1, or 2 over h2c) and the MCP method and tool (rpc.* on the A2A binding).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -421,6 +422,46 @@ fn spans_name_the_http_version_and_the_mcp_method_and_tool_over_http1_and_http2(
         );
         assert!(!a.contains_key("gen_ai.tool.name"), "{server}");
     }
+    // The A2A binding keeps the generic RPC attributes: its methods are not MCP's.
+    let id = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3";
+    let traceparent = format!("00-{id}-{PARENT_SPAN}-01");
+    let body = json!({
+        "jsonrpc": "2.0", "id": "req-1", "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [
+                {"data": {"type": "inventory.search.request", "pagination": {"limit": 1}},
+                 "mediaType": "application/vnd.autoagent.inventory-search-request+json"}
+            ]},
+            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.inventory-search-response+json"]}
+        }
+    });
+    let r = request(
+        gw.port,
+        "POST",
+        "/aap/3.0.0/demo-toyota/a2a",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            (
+                "A2A-Extensions",
+                "https://autoagentprotocol.org/extensions/aap/v3.0",
+            ),
+            ("traceparent", &traceparent),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json().get("result").is_some(), "{}", r.text());
+    let spans = receiver.wait_trace(id, |s| s.iter().any(|s| s["span_kind"] == "SERVER"));
+    let server = spans
+        .iter()
+        .find(|s| s["span_kind"] == "SERVER")
+        .unwrap_or(&Value::Null);
+    let a = attrs(server);
+    assert_eq!(a.get("rpc.system"), Some(&json!("jsonrpc")), "{server}");
+    assert_eq!(a.get("rpc.method"), Some(&json!("SendMessage")), "{server}");
+    assert_eq!(a.get("network.protocol.version"), Some(&json!("1.1")));
+    assert!(!a.contains_key("mcp.method.name"), "{server}");
 }
 
 #[test]
