@@ -182,6 +182,11 @@ fn benches(c: &mut Criterion) {
         filled: &["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"],
         nulls_dropped: &[],
         latency_us: 412,
+        protocol: "HTTP/1.1",
+        client_address: Some(std::net::IpAddr::from([192, 0, 2, 7])),
+        user_agent: "agent/1.0",
+        bytes_in: 180,
+        bytes_out: 2048,
     };
     c.bench_function("access log line", |b| {
         b.iter(|| line(black_box(&record), time::OffsetDateTime::now_utc()))

@@ -150,12 +150,28 @@ enum Command {
     },
     /// Print the manual page (roff) of aap-gateway.
     Man,
+    /// Print the JSON Schema of gateway.toml (`config`) or of a tenants_dir file (`tenant`),
+    /// generated from the config types: what docs/gateway.schema.json and
+    /// docs/tenant.schema.json ship, for editors that validate TOML.
+    Schema {
+        #[arg(value_enum, default_value = "config")]
+        of: SchemaOf,
+    },
     /// The lead store: `import` brings the file store of state.dir in (the
     /// gateway stopped; `run` also imports it at start).
     State {
         #[command(subcommand)]
         action: StateCommand,
     },
+}
+
+/// Which file `schema` describes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum SchemaOf {
+    /// gateway.toml.
+    Config,
+    /// One tenant file of tenants_dir.
+    Tenant,
 }
 
 #[derive(Subcommand, Debug)]
@@ -333,6 +349,15 @@ fn main() -> ExitCode {
             }
             return print_out(&out);
         }
+        Some(Command::Schema { of }) => {
+            let schema = match of {
+                SchemaOf::Config => aap_gateway::config::json_schema(),
+                SchemaOf::Tenant => aap_gateway::config::tenant_json_schema(),
+            };
+            let mut out = serde_json::to_vec_pretty(&schema).unwrap_or_default();
+            out.push(b'\n');
+            return print_out(&out);
+        }
         _ => {}
     }
     let cfg = match load(&cli) {
@@ -444,7 +469,9 @@ fn main() -> ExitCode {
         },
         Some(Command::Health { timeout_ms }) => health(&cfg, *timeout_ms),
         Some(Command::Admin(args)) => aap_gateway::cli::admin::run(&cfg, args),
-        Some(Command::Completions { .. } | Command::Man) => ExitCode::SUCCESS,
+        Some(Command::Completions { .. } | Command::Man | Command::Schema { .. }) => {
+            ExitCode::SUCCESS
+        }
         None | Some(Command::Run) => run(cfg, &cli),
     }
 }

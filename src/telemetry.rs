@@ -154,7 +154,8 @@ impl ServerSpan {
         let mut a = vec![
             KeyValue::new("http.request.method", ctx.http_method.clone()),
             KeyValue::new("http.response.status_code", i64::from(status)),
-            KeyValue::new("network.protocol.version", "1.1"),
+            KeyValue::new("network.protocol.name", "http"),
+            KeyValue::new("network.protocol.version", ctx.http_version.number()),
             KeyValue::new("aap.outcome", ctx.outcome.clone()),
         ];
         if let Some(route) = route {
@@ -165,9 +166,19 @@ impl ServerSpan {
         if let Some(tenant) = &ctx.tenant {
             a.push(KeyValue::new("aap.tenant", tenant.clone()));
         }
-        if let Some(method) = &ctx.method {
-            a.push(KeyValue::new("rpc.system", "jsonrpc"));
-            a.push(KeyValue::new("rpc.method", method.clone()));
+        // The MCP semantic conventions on the MCP binding; A2A's JSON-RPC methods keep the
+        // generic RPC attributes.
+        match (&ctx.method, ctx.binding) {
+            (Some(method), "a2a") => {
+                a.push(KeyValue::new("rpc.system", "jsonrpc"));
+                a.push(KeyValue::new("rpc.method", method.clone()));
+            }
+            (Some(method), _) => a.push(KeyValue::new("mcp.method.name", method.clone())),
+            (None, _) => {}
+        }
+        if let Some(tool) = ctx.tool {
+            a.push(KeyValue::new("gen_ai.tool.name", tool));
+            a.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
         }
         if let Some(rev) = ctx.revision {
             a.push(KeyValue::new("mcp.protocol.version", rev));
@@ -275,7 +286,7 @@ pub struct ClientSpan {
 
 impl ClientSpan {
     /// Begin the span of a `method` request to `path` on `host:port`
-    /// (`rpc_method` when it carries a JSON-RPC method). `None` when the
+    /// (`mcp_method` when it carries an MCP method). `None` when the
     /// request has no trace (tracing off).
     pub fn start(
         trace: Option<&Arc<Trace>>,
@@ -283,7 +294,7 @@ impl ClientSpan {
         path: &str,
         host: &str,
         port: u16,
-        rpc_method: Option<&str>,
+        mcp_method: Option<&str>,
     ) -> Option<ClientSpan> {
         let trace = trace?.clone();
         let mut attributes = Vec::new();
@@ -296,9 +307,8 @@ impl ClientSpan {
                 KeyValue::new("server.address", host.to_owned()),
                 KeyValue::new("server.port", i64::from(port)),
             ]);
-            if let Some(m) = rpc_method {
-                attributes.push(KeyValue::new("rpc.system", "jsonrpc"));
-                attributes.push(KeyValue::new("rpc.method", m.to_owned()));
+            if let Some(m) = mcp_method {
+                attributes.push(KeyValue::new("mcp.method.name", m.to_owned()));
             }
         }
         Some(ClientSpan {

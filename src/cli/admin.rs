@@ -329,6 +329,7 @@ fn human(action: &AdminCommand, answers: &[Value]) -> String {
                     "rows",
                     "rejected",
                     "last_success",
+                    "last_load",
                     "last_error",
                     "tenants",
                 ],
@@ -340,6 +341,7 @@ fn human(action: &AdminCommand, answers: &[Value]) -> String {
                         "rows",
                         "rejected",
                         "last_success",
+                        "last_load",
                         "last_error",
                         "tenants",
                     ],
@@ -351,8 +353,29 @@ fn human(action: &AdminCommand, answers: &[Value]) -> String {
             s
         }
         AdminCommand::Leads { .. } => format!(
-            "pending: {}\ndead letters:\n{}",
+            "pending: {}\nsinks:\n{}\ndead letters:\n{}",
             text(&first["pending"]),
+            table(
+                &[
+                    "tenant",
+                    "sink",
+                    "pending",
+                    "next_attempt",
+                    "oldest_pending",
+                    "dead"
+                ],
+                &rows(
+                    &first["sinks"],
+                    &[
+                        "tenant",
+                        "sink",
+                        "pending",
+                        "next_attempt_at",
+                        "oldest_pending_at",
+                        "dead"
+                    ],
+                ),
+            ),
             table(
                 &[
                     "lead_id",

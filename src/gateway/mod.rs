@@ -178,7 +178,7 @@ impl Gateway {
     /// [`Gateway::handle`], handing back the request's server span (when
     /// sampled) for the caller to end once the answer is written.
     pub async fn handle_traced(&self, req: HttpRequest) -> (HttpResponse, Option<ServerSpan>) {
-        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        let mut ctx = RequestCtx::of_request(&req);
         crate::telemetry::start(&mut ctx, &req);
         let rt = self.runtime.load_full();
         let metadata_of = |path: &String| {
@@ -263,7 +263,7 @@ impl Gateway {
     /// would take a token twice); scope checks that need the tool name wait
     /// for the body. Logged and counted like any other answer.
     pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
-        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        let mut ctx = RequestCtx::of_request(req);
         crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
         let mount = match target(&rt, req) {
@@ -405,7 +405,7 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
 /// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
 fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
     let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
-    ctx.logging(resp.status);
+    ctx.logging(resp.status, resp.body.len() as u64);
     resp
 }
 

@@ -15,9 +15,9 @@ use super::conn::Full;
 use super::h1::{HeadLimits, Refusal, MAX_REQUEST_LINE};
 use super::h2_budget::{self, ConnBudget, Held, NoTurn, HEAD_COST};
 use super::h2_frames;
-use super::{new_correlation_id, too_large, Ingress, WRITE_TIMEOUT};
+use super::{new_correlation_id, too_large, Ingress, TransportAnswer, WRITE_TIMEOUT};
 use crate::error::Failure;
-use crate::exchange::{HttpRequest, HttpResponse};
+use crate::exchange::{HttpRequest, HttpResponse, HttpVersion};
 use crate::mcp::jsonrpc::RpcError;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::server::SendResponse;
@@ -478,12 +478,24 @@ async fn handle_stream(
         path: &path,
         head_only,
         started,
+        peer,
     };
     if let Some(full) = refused {
         let (resp, outcome, correlation) = super::connection_refusal(full);
         let status = resp.status;
+        let bytes_out = resp.body.len() as u64;
         let _ = write_response(respond, resp, head_only).await;
-        ingress.log_transport(&method, Some(&path), status, outcome, started, &correlation);
+        ingress.log_transport(TransportAnswer {
+            method: &method,
+            path: Some(&path),
+            status,
+            outcome,
+            started,
+            correlation: &correlation,
+            version: HttpVersion::Http2,
+            peer,
+            bytes_out,
+        });
         return Ended::Done;
     }
     let (io, limits) = {
@@ -589,6 +601,7 @@ async fn handle_stream(
         headers,
         body: Bytes::new(),
         peer_ip: peer,
+        version: HttpVersion::Http2,
     };
     let expect = parts.headers.get(http::header::EXPECT);
     if let Some(v) = expect {
@@ -643,6 +656,7 @@ struct Answer<'a> {
     path: &'a str,
     head_only: bool,
     started: Instant,
+    peer: Option<IpAddr>,
 }
 
 impl Answer<'_> {
@@ -658,15 +672,19 @@ impl Answer<'_> {
         let err = RpcError::of(Failure::Framing(r.status), r.message);
         let resp = HttpResponse::json(r.status, &err.to_body(None))
             .with_header("x-correlation-id", correlation.clone());
+        let bytes_out = resp.body.len() as u64;
         let _ = write_response(respond, resp, self.head_only).await;
-        ingress.log_transport(
-            self.method,
-            Some(self.path),
-            r.status,
-            r.outcome,
-            self.started,
-            &correlation,
-        );
+        ingress.log_transport(TransportAnswer {
+            method: self.method,
+            path: Some(self.path),
+            status: r.status,
+            outcome: r.outcome,
+            started: self.started,
+            correlation: &correlation,
+            version: HttpVersion::Http2,
+            peer: self.peer,
+            bytes_out,
+        });
         Ended::Done
     }
 }

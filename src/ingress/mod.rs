@@ -17,7 +17,7 @@ mod h2_frames;
 
 use crate::context::RequestCtx;
 use crate::error::Failure;
-use crate::exchange::{HttpRequest, HttpResponse};
+use crate::exchange::{HttpRequest, HttpResponse, HttpVersion};
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RpcError;
 use async_trait::async_trait;
@@ -215,14 +215,17 @@ impl Conn<'_> {
                     // answer (the client is not reading one), just the count.
                     crate::metrics::connection_closed("header_timeout");
                     if !self.rbuf.is_empty() {
-                        self.ingress.log_transport(
-                            "-",
-                            None,
-                            408,
-                            "header_timeout",
+                        self.ingress.log_transport(TransportAnswer {
+                            method: "-",
+                            path: None,
+                            status: 408,
+                            outcome: "header_timeout",
                             started,
-                            &new_correlation_id(),
-                        );
+                            correlation: &new_correlation_id(),
+                            version: HttpVersion::Http11,
+                            peer: self.peer,
+                            bytes_out: 0,
+                        });
                     }
                     tracing::debug!(
                         reused,
@@ -257,6 +260,7 @@ impl Conn<'_> {
                     headers: head.headers.clone(),
                     body: bytes::Bytes::new(),
                     peer_ip: self.peer,
+                    version: HttpVersion::http1(head.minor),
                 };
                 if let Some(resp) = self.ingress.gateway.answer_before_body(&head_req).await {
                     if let Ok(false) = self
@@ -295,6 +299,7 @@ impl Conn<'_> {
                 headers: head.headers,
                 body,
                 peer_ip: self.peer,
+                version: HttpVersion::http1(head.minor),
             };
             // Boxed: the handler's state (about 12 KiB) lives only while a
             // request is being handled, not in every idle connection's task
@@ -543,17 +548,21 @@ impl Conn<'_> {
             .with_header("x-correlation-id", correlation.clone());
         let minor = head.map_or(1, |h| h.minor);
         let head_only = head.is_some_and(|h| h.method == "HEAD");
+        let bytes_out = resp.body.len() as u64;
         let written = self
             .write_response(resp, minor, head_only, false, write_cap)
             .await;
-        self.ingress.log_transport(
-            head.map_or("-", |h| h.method.as_str()),
-            head.map(|h| h.path.as_str()),
-            r.status,
-            r.outcome,
+        self.ingress.log_transport(TransportAnswer {
+            method: head.map_or("-", |h| h.method.as_str()),
+            path: head.map(|h| h.path.as_str()),
+            status: r.status,
+            outcome: r.outcome,
             started,
-            &correlation,
-        );
+            correlation: &correlation,
+            version: HttpVersion::http1(minor),
+            peer: self.peer,
+            bytes_out,
+        });
         if written.is_ok() {
             self.linger(LINGER_TIME).await;
         }
@@ -566,9 +575,19 @@ impl Conn<'_> {
         let (resp, outcome, correlation) = connection_refusal(full);
         crate::metrics::connection_closed(outcome);
         let status = resp.status;
+        let bytes_out = resp.body.len() as u64;
         let written = self.write_response(resp, 1, false, false, 1 << 14).await;
-        self.ingress
-            .log_transport("-", None, status, outcome, started, &correlation);
+        self.ingress.log_transport(TransportAnswer {
+            method: "-",
+            path: None,
+            status,
+            outcome,
+            started,
+            correlation: &correlation,
+            version: HttpVersion::Http11,
+            peer: self.peer,
+            bytes_out,
+        });
         if written.is_ok() {
             self.linger(REFUSED_LINGER_TIME).await;
         }
@@ -602,17 +621,10 @@ impl Conn<'_> {
 impl Ingress {
     /// The access-log line and `aap_requests_total` for an answer the
     /// transport gave (the gateway's own answers are logged in `handle`).
-    fn log_transport(
-        &self,
-        method: &str,
-        path: Option<&str>,
-        status: u16,
-        outcome: &str,
-        started: Instant,
-        correlation: &str,
-    ) {
+    fn log_transport(&self, a: TransportAnswer<'_>) {
         let rt = self.gateway.current();
-        let tenant = path
+        let tenant = a
+            .path
             .and_then(|p| {
                 rt.routes
                     .endpoints
@@ -621,12 +633,28 @@ impl Ingress {
                     .or_else(|| rt.routes.relays.get(p).map(|m| m.tenant.as_str()))
             })
             .unwrap_or("-");
-        let mut ctx = RequestCtx::transport(method, correlation.to_owned());
-        ctx.started = started;
+        let mut ctx = RequestCtx::transport(a.method, a.correlation.to_owned());
+        ctx.started = a.started;
         ctx.tenant = Some(tenant.to_owned()).filter(|t| t != "-");
-        ctx.outcome = outcome.to_owned();
-        ctx.logging(status);
+        ctx.outcome = a.outcome.to_owned();
+        ctx.http_version = a.version;
+        ctx.client_address = a.peer;
+        ctx.logging(a.status, a.bytes_out);
     }
+}
+
+/// An answer the transport gave on its own (a framing refusal, a connection limit, a head
+/// that timed out), as its access line reports it.
+struct TransportAnswer<'a> {
+    method: &'a str,
+    path: Option<&'a str>,
+    status: u16,
+    outcome: &'a str,
+    started: Instant,
+    correlation: &'a str,
+    version: HttpVersion,
+    peer: Option<IpAddr>,
+    bytes_out: u64,
 }
 
 /// The access-log and metrics outcome of a connection over a limit.

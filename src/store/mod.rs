@@ -111,6 +111,19 @@ pub struct Counts {
     pub oldest_pending: Option<u64>,
 }
 
+/// One sink's queue (a sink with deliveries pending or dead): counts, the acceptance time of
+/// its oldest pending delivery and when its next pending delivery is due (Unix ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SinkQueue {
+    pub tenant: String,
+    pub sink: String,
+    pub pending: i64,
+    pub dead: i64,
+    pub oldest_pending: Option<u64>,
+    /// The earliest `next_at` of its pending deliveries (a leased one: when its lease ends).
+    pub next_attempt: Option<u64>,
+}
+
 /// Which leads `list` returns.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
@@ -232,6 +245,8 @@ pub trait LeadStore: Send + Sync + std::fmt::Debug {
     /// Re-drive dead letters of a tenant (one lead or all): how many.
     async fn redrive(&self, tenant: &str, lead_id: Option<&str>) -> Result<u64, StoreError>;
     async fn counts(&self, tenant: Option<&str>) -> Result<Counts, StoreError>;
+    /// Per (tenant, sink) with deliveries pending or dead: its [`SinkQueue`].
+    async fn sink_queues(&self, tenant: Option<&str>) -> Result<Vec<SinkQueue>, StoreError>;
     /// Delete expired idempotency records and leads older than `keep_leads`
     /// whose deliveries are all settled as delivered: (records, leads).
     async fn prune(&self, keep_leads: Duration) -> Result<(u64, u64), StoreError>;

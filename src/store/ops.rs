@@ -519,6 +519,29 @@ impl<E: Engine> LeadStore for SqlStore<E> {
         .await
     }
 
+    async fn sink_queues(&self, tenant: Option<&str>) -> Result<Vec<SinkQueue>, StoreError> {
+        let tenant = tenant.map(str::to_owned);
+        self.run(move |tx| {
+            let rows = tx.query(
+                "SELECT tenant, sink, COUNT(CASE WHEN status = 'pending' THEN 1 END), COUNT(CASE WHEN status = 'dead' THEN 1 END), MIN(CASE WHEN status = 'pending' THEN received_at END), MIN(CASE WHEN status = 'pending' THEN (CASE WHEN lease_until IS NOT NULL AND lease_until > next_at THEN lease_until ELSE next_at END) END) FROM outbox WHERE status IN ('pending', 'dead') AND (CAST($1 AS TEXT) IS NULL OR tenant = $1) GROUP BY tenant, sink ORDER BY tenant, sink",
+                &[tenant.into()],
+            )?;
+            let ms = |v: Option<i64>| v.map(|v| u64::try_from(v).unwrap_or(0));
+            Ok(rows
+                .iter()
+                .map(|r| SinkQueue {
+                    tenant: r.t(0),
+                    sink: r.t(1),
+                    pending: r.i(2),
+                    dead: r.i(3),
+                    oldest_pending: ms(r.oi(4)),
+                    next_attempt: ms(r.oi(5)),
+                })
+                .collect())
+        })
+        .await
+    }
+
     async fn prune(&self, keep_leads: Duration) -> Result<(u64, u64), StoreError> {
         let keep = ms(keep_leads);
         self.run(move |tx| {

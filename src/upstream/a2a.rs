@@ -239,7 +239,7 @@ fn translate(reply: &Reply) -> Result<Value, Answer> {
     let fault = |e| Err(Answer::Fault(e));
     match reply.status {
         401 | 403 => {
-            return fault(BackendError::Unavailable(format!(
+            return fault(BackendError::CredentialsRefused(format!(
                 "A2A agent {} refused the gateway's credential (HTTP {})",
                 reply.peer, reply.status
             )))

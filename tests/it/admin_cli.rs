@@ -137,6 +137,7 @@ fn every_admin_subcommand_answers_from_the_running_gateway() {
     assert!(table.starts_with("pending: 0"), "{table}");
     let leads = json(&gw, &["leads", "--tenant", "demo-toyota"]);
     assert_eq!(leads["dead_letters"], serde_json::json!([]));
+    assert_eq!(leads["sinks"], serde_json::json!([]));
 
     // config: the file as served, the secret redacted, as TOML and JSON.
     let text = ok(&admin(&gw, t, &["config"]));

@@ -1,5 +1,6 @@
 //! The admin console in headless Chromium, driven over the DevTools protocol (`--remote-debugging-
-//! pipe`): refused without the token, signed in it shows the demo tenant, and redrives a dead letter.
+//! pipe`): refused without the token, signed in it shows the demo tenant, each sink's queue with
+//! its next attempt, and redrives a dead letter.
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -233,13 +234,15 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
         eprintln!("SKIPPED console::…: chromium is not installed");
         return;
     };
-    // A sink that refuses (400): the lead is dead-lettered at once.
+    // A sink that refuses (400): the lead is dead-lettered at once. Another that is
+    // unavailable (503): the lead stays pending there, retried later.
     let rx = Receiver::start("reject");
+    let backup = Receiver::start("unavailable");
     let cfg = config_with(
         "",
         &format!(
-            "[[tenants.backend.sinks]]\nkind = \"webhook\"\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/leads\"\ntimeout_ms = 5000\n",
-            rx.port
+            "[[tenants.backend.sinks]]\nkind = \"webhook\"\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/leads\"\ntimeout_ms = 5000\n\n[[tenants.backend.sinks]]\nkind = \"webhook\"\nname = \"backup\"\nurl = \"http://127.0.0.1:{}/leads\"\ntimeout_ms = 5000\n",
+            rx.port, backup.port
         ),
         "",
     )
@@ -260,10 +263,13 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
             &[("authorization", ADMIN_AUTH)],
             b"",
         );
-        if r.json()["dead_letters"]
-            .as_array()
-            .is_some_and(|a| a.len() == 1)
-        {
+        let v = r.json();
+        let backup_retried = v["sinks"].as_array().is_some_and(|q| {
+            q.iter().any(|q| {
+                q["sink"] == "backup" && q["pending"] == 1 && q["next_attempt_at"].is_string()
+            })
+        });
+        if v["dead_letters"].as_array().is_some_and(|a| a.len() == 1) && backup_retried {
             break;
         }
         assert!(Instant::now() < deadline, "no dead letter: {}", r.text());
@@ -335,6 +341,22 @@ fn console_refuses_without_the_token_shows_the_tenant_and_redrives_a_dead_letter
     );
     let row = b.wait_for(&format!("document.querySelector('#dead-letters tr[data-lead=\"{lead_id}\"]') && document.querySelector('#dead-letters tr[data-lead=\"{lead_id}\"]').textContent"));
     assert!(row.as_str().unwrap().contains("HTTP 400"), "{row}");
+    // Each sink's queue: the unavailable one pending with its next attempt (an RFC 3339
+    // time), the refusing one with its dead letter.
+    let cells = |b: &mut Browser, sink: &str| -> Vec<String> {
+        let v = b.wait_for(&format!("document.querySelector('#sinks tr[data-sink=\"demo-toyota/{sink}\"]') && Array.from(document.querySelectorAll('#sinks tr[data-sink=\"demo-toyota/{sink}\"] td')).map(td => td.textContent)"));
+        serde_json::from_value(v).unwrap_or_default()
+    };
+    let q = cells(&mut b, "backup");
+    assert_eq!(&q[..3], ["demo-toyota", "backup", "1"], "{q:?}");
+    assert!(
+        time::OffsetDateTime::parse(&q[3], &time::format_description::well_known::Rfc3339).is_ok(),
+        "next attempt: {q:?}"
+    );
+    assert_eq!(q[5], "0", "{q:?}");
+    let q = cells(&mut b, "crm");
+    assert_eq!(&q[..4], ["demo-toyota", "crm", "0", "-"], "{q:?}");
+    assert_eq!(q[5], "1", "{q:?}");
     // No token in the page's address or storage beyond this tab's session.
     assert_eq!(b.wait_for("location.hash === '' && 'clean'"), "clean");
 

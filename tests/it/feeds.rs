@@ -1,6 +1,7 @@
 //! Inventory from dealer feeds over real HTTP against the real binary: the CSV and XML fixtures
 //! load with exact counts, a broken feed is refused while the old inventory serves, and a changed
-//! feed on disk or at a URL (a real HTTP server with ETags) replaces it while a client searches.
+//! feed on disk or at a URL (a real HTTP server with ETags) replaces it while a client searches;
+//! a URL feed answering 304 stays current, one whose URL fails goes stale.
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -577,6 +578,180 @@ fn a_changed_feed_at_a_url_replaces_the_inventory_with_conditional_polls() {
     let m = metrics(&gw);
     assert!(!m.contains("query-secret") && !gw.logs().contains("query-secret"));
     assert!(!gw.logs().contains("feed-token-123"));
+}
+
+/// The feed's entry in `/readyz` and in `/admin/feeds`, and the age in seconds of its last
+/// successful check by the metric.
+fn feed_views(gw: &Gateway, source: &str) -> (Value, Value, f64) {
+    let ready = request(gw.admin, "GET", "/readyz", &[], b"").json()["feeds"][0].clone();
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let admin = request(
+        gw.admin,
+        "GET",
+        "/admin/feeds",
+        &[("Authorization", auth.as_str())],
+        b"",
+    );
+    assert_eq!(admin.status, 200, "{}", admin.text());
+    let admin = admin.json()["feeds"][0].clone();
+    let m = metrics(gw);
+    let success = metric(&m, "aap_feed_last_success_timestamp_seconds", source, "")
+        .expect("the last-success series");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    (ready, admin, now - success)
+}
+
+#[test]
+fn a_url_feed_answering_304_all_weekend_is_never_stale_and_an_unreachable_one_is() {
+    let poll = "poll_interval_secs = 1\nstale_after_secs = 2";
+    // One feed whose every poll after the first is answered 304 Not Modified.
+    let dir = temp_dir("feed-304");
+    let file = dir.join("inventory.csv");
+    std::fs::copy(fixture("inventory.csv"), &file).unwrap();
+    let server = FeedServer::start(&file, None);
+    let url = format!("http://127.0.0.1:{}/inventory.csv", server.port);
+    let unchanged = Gateway::start_with(&feed_config(
+        &format!("format = \"csv\"\nurl = {url:?}\n{poll}"),
+        CSV_MAPPING,
+    ));
+    // Another that loads once, then its server goes away.
+    let dir = temp_dir("feed-gone");
+    let gone_file = dir.join("inventory.csv");
+    std::fs::copy(fixture("inventory.csv"), &gone_file).unwrap();
+    let mut gone_server = Some(FeedServer::start(&gone_file, None));
+    let gone_url = format!(
+        "http://127.0.0.1:{}/inventory.csv",
+        gone_server.as_ref().map_or(0, |s| s.port)
+    );
+    let gone = Gateway::start_with(&feed_config(
+        &format!("format = \"csv\"\nurl = {gone_url:?}\n{poll}"),
+        CSV_MAPPING,
+    ));
+    for gw in [&unchanged, &gone] {
+        wait_for("the first load", Duration::from_secs(15), || {
+            request(gw.admin, "GET", "/readyz", &[], b"").json()["feeds"][0]["state"] == "ok"
+        });
+    }
+    drop(gone_server.take());
+    let loaded_at = unchanged_load(&unchanged, &url);
+
+    // Three times stale_after_secs: the 304 feed stays current in every view.
+    let until = Instant::now() + Duration::from_secs(7);
+    let mut looks = 0;
+    while Instant::now() < until {
+        let (ready, admin, age) = feed_views(&unchanged, &url);
+        assert_eq!(ready["state"], "ok", "{ready}");
+        assert_eq!(admin["state"], "ok", "{admin}");
+        assert!(admin["last_success"].is_string(), "{admin}");
+        assert!(age <= 2.5, "last success {age} s ago: {admin}");
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(looks > 10, "{looks}");
+    let statuses = server.statuses();
+    assert_eq!(statuses[0], "200 -", "{statuses:?}");
+    assert!(statuses.len() >= 6, "polled every second: {statuses:?}");
+    assert!(
+        statuses[1..].iter().all(|s| s.starts_with("304 \"")),
+        "{statuses:?}"
+    );
+    // The inventory served is still the one loaded first, and says so.
+    assert_eq!(unchanged_load(&unchanged, &url), loaded_at);
+    let (_, admin, _) = feed_views(&unchanged, &url);
+    assert_ne!(admin["last_load"], admin["last_success"], "{admin}");
+    assert_eq!(total(&unchanged), LISTED);
+
+    // The feed whose URL fails goes stale in every view, and keeps serving.
+    wait_for("the stale state", Duration::from_secs(10), || {
+        feed_views(&gone, &gone_url).0["state"] == "stale"
+    });
+    let (ready, admin, age) = feed_views(&gone, &gone_url);
+    assert_eq!(ready["state"], "stale", "{ready}");
+    assert_eq!(admin["state"], "stale", "{admin}");
+    assert!(
+        admin["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("fetch failed"),
+        "{admin}"
+    );
+    let stale_after = metric(
+        &metrics(&gone),
+        "aap_feed_stale_after_seconds",
+        &gone_url,
+        "",
+    );
+    assert_eq!(stale_after, Some(2.0));
+    assert!(age > 2.0, "the alert expression holds: {age}");
+    assert_eq!(total(&gone), LISTED);
+}
+
+#[test]
+fn a_304_for_a_refused_version_is_no_successful_check() {
+    let dir = temp_dir("feed-304-refused");
+    let file = dir.join("inventory.csv");
+    std::fs::copy(fixture("inventory.csv"), &file).unwrap();
+    let server = FeedServer::start(&file, None);
+    let url = format!("http://127.0.0.1:{}/inventory.csv", server.port);
+    let gw = Gateway::start_with(&feed_config(
+        &format!("format = \"csv\"\nurl = {url:?}\npoll_interval_secs = 1\nstale_after_secs = 2"),
+        CSV_MAPPING,
+    ));
+    wait_for("the first load", Duration::from_secs(15), || {
+        feed_views(&gw, &url).0["state"] == "ok"
+    });
+    // The export breaks: the new version is refused, and every later poll is answered 304
+    // for it. That confirms the refused version, not the inventory served: it goes stale.
+    publish(&file, &mostly_broken());
+    wait_for("the refusal", Duration::from_secs(15), || {
+        feed_views(&gw, &url).1["refusals"] == 1
+    });
+    let refused_at = server
+        .statuses()
+        .iter()
+        .rposition(|s| s.starts_with("200"))
+        .unwrap_or_default();
+    assert!(refused_at > 0, "{:?}", server.statuses());
+    wait_for(
+        "304s for the refused version",
+        Duration::from_secs(10),
+        || {
+            server.statuses()[refused_at + 1..]
+                .iter()
+                .filter(|s| s.starts_with("304"))
+                .count()
+                >= 2
+        },
+    );
+    wait_for("the stale state", Duration::from_secs(10), || {
+        feed_views(&gw, &url).0["state"] == "stale"
+    });
+    let (_, admin, age) = feed_views(&gw, &url);
+    assert_eq!(admin["state"], "stale", "{admin}");
+    assert!(
+        admin["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("refused"),
+        "{admin}"
+    );
+    assert!(age > 2.0, "{age}");
+    // The previous inventory keeps serving meanwhile.
+    assert_eq!(total(&gw), LISTED);
+}
+
+/// `aap_feed_last_load_timestamp_seconds` of the source.
+fn unchanged_load(gw: &Gateway, source: &str) -> f64 {
+    metric(
+        &metrics(gw),
+        "aap_feed_last_load_timestamp_seconds",
+        source,
+        "",
+    )
+    .expect("the last-load series")
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Log hygiene: after traffic carrying known secrets and customer values, the
-//! log holds none of them, yet one structured line per request.
+//! log holds none of them, yet one structured line per request, with the
+//! connection's facts (client address, protocol, user agent, sizes).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -117,4 +118,85 @@ fn aap_log_filters_the_access_line_like_any_other_target() {
         let logs = gw.logs();
         assert_eq!(access_lines(&logs), expected, "AAP_LOG={filter}:\n{logs}");
     }
+}
+
+/// The access line of the request with correlation id `id`.
+fn access_line(gw: &Gateway, id: &str) -> Value {
+    gw.logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["target"] == "access" && v["fields"]["correlation_id"] == id)
+        .map(|v| v["fields"].clone())
+        .unwrap_or_else(|| panic!("no access line for {id}:\n{}", gw.logs()))
+}
+
+#[test]
+fn access_lines_carry_client_address_protocol_user_agent_and_sizes() {
+    let gw = Gateway::start_with(&config_with("", "", "").replace("h2c = false", "h2c = true"));
+    let body = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request", "pagination": {"limit": 2}}}),
+    )
+    .to_string();
+    // HTTP/1.1, with a user agent far longer than the line keeps (and not all ASCII).
+    let long_agent = format!("agent-\u{e9}{}", "x".repeat(600));
+    let id1 = "11111111111111111111111111111111";
+    let tp1 = format!("00-{id1}-00f067aa0ba902b7-01");
+    let r = request(
+        gw.port,
+        "POST",
+        ENDPOINT,
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("traceparent", &tp1),
+            ("User-Agent", &long_agent),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let a = access_line(&gw, id1);
+    assert_eq!(a["protocol"], "HTTP/1.1", "{a}");
+    assert_eq!(a["client_address"], "127.0.0.1", "{a}");
+    let agent = a["user_agent"].as_str().unwrap_or_default();
+    assert!(agent.len() <= 256 && agent.len() >= 250, "{a}");
+    assert!(long_agent.starts_with(agent), "a prefix of the header: {a}");
+    assert_eq!(a["bytes_in"], body.len(), "{a}");
+    assert_eq!(a["bytes_out"], r.body.len(), "{a}");
+    assert_eq!(a["rpc_method"], "tools/call");
+
+    // HTTP/2 (h2c, curl with prior knowledge).
+    let id2 = "22222222222222222222222222222222";
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--http2-prior-knowledge", "--max-time", "20"])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", "Accept: application/json, text/event-stream"])
+        .args(["-H", &format!("traceparent: 00-{id2}-00f067aa0ba902b7-01")])
+        .args(["-A", "curl-h2-test/1.0"])
+        .args(["--data", &body])
+        .arg(format!("http://127.0.0.1:{}{ENDPOINT}", gw.port))
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a = access_line(&gw, id2);
+    assert_eq!(a["protocol"], "HTTP/2", "{a}");
+    assert_eq!(a["client_address"], "127.0.0.1", "{a}");
+    assert_eq!(a["user_agent"], "curl-h2-test/1.0", "{a}");
+    assert_eq!(a["bytes_in"], body.len(), "{a}");
+    assert_eq!(a["bytes_out"], out.stdout.len(), "{a}");
+    assert_eq!(a["status"], 200);
+
+    // No user agent, and a refusal on the head alone: nothing read, the error body counted.
+    let id3 = "33333333333333333333333333333333";
+    let tp3 = format!("00-{id3}-00f067aa0ba902b7-01");
+    let r = request(gw.port, "GET", ENDPOINT, &[("traceparent", &tp3)], b"");
+    assert_eq!(r.status, 405, "{}", r.text());
+    let a = access_line(&gw, id3);
+    assert_eq!(a["user_agent"], "-", "{a}");
+    assert_eq!(a["bytes_in"], 0, "{a}");
+    assert_eq!(a["bytes_out"], r.body.len(), "{a}");
 }

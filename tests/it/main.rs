@@ -13,6 +13,7 @@ mod browser;
 mod cli;
 mod clusters;
 mod compat_profiles;
+mod config_schema;
 mod console;
 mod contract;
 mod demo;

@@ -384,6 +384,12 @@ fn dead_letters_are_listed_and_redriven() {
         assert_eq!(d["sink"], "crm");
         assert!(d["dead_at"].as_str().unwrap().ends_with('Z'));
     }
+    // The sink's queue: two dead letters, nothing pending, so no next attempt.
+    assert_eq!(
+        r.json()["sinks"],
+        json!([{"tenant": TENANT, "sink": "crm", "pending": 0, "dead": 2,
+                "oldest_pending_at": null, "next_attempt_at": null}])
+    );
     // The CLI lists the same through the admin listener.
     let admin_listen = format!("127.0.0.1:{}", gw.admin);
     let cli = |args: &[&str]| {
@@ -604,6 +610,22 @@ fn postgres_two_instances_one_killed_every_lead_once_by_the_survivor() {
             ) > 0.0
     });
     assert_eq!(metric(&b, "aap_lead_outbox_pending"), 100.0);
+    // The sink's queue as the console shows it, read from PostgreSQL: every lead pending,
+    // the next attempt due within the backoff cap.
+    let r = admin(&b, "GET", "/admin/leads/dead-letters");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let queue = r.json()["sinks"][0].clone();
+    assert_eq!(queue["sink"], "crm", "{queue}");
+    assert_eq!(queue["pending"], 100, "{queue}");
+    assert_eq!(queue["dead"], 0, "{queue}");
+    let next = queue["next_attempt_at"].as_str().unwrap_or_default();
+    let next = time::OffsetDateTime::parse(next, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|e| panic!("{e}: {queue}"));
+    assert!(
+        next - time::OffsetDateTime::now_utc() < time::Duration::minutes(10),
+        "{queue}"
+    );
+    assert!(queue["oldest_pending_at"].is_string(), "{queue}");
     let a_pid = a.child.as_ref().unwrap().id();
     signal(a_pid, "KILL");
     let killed = Instant::now();

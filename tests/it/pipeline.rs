@@ -135,6 +135,7 @@ fn request(row: &Row) -> HttpRequest {
             .collect(),
         body: row.body.clone().into(),
         peer_ip: Some("127.0.0.1".parse().expect("an address")),
+        version: Default::default(),
     }
 }
 

@@ -5,7 +5,8 @@
 //! server span, its phase spans and a client span per upstream attempt; the upstream sees a
 //! `traceparent` naming that client span; no attribute holds arguments, customer values or
 //! tokens; sampling ratio 0 exports nothing; the access line carries the trace id; warn lines
-//! carry tenant and correlation id; a stderr nobody reads never holds a request.
+//! carry tenant and correlation id; a stderr nobody reads never holds a request. Server spans name
+//! the HTTP version (1.1, or 2 over h2c) and the MCP method and tool (rpc.* on the A2A binding).
 
 use crate::support::*;
 use serde_json::{json, Value};
@@ -184,8 +185,11 @@ fn a_proxied_call_yields_the_span_tree_and_propagates_its_client_span() {
         ("http.response.status_code", json!(200)),
         ("http.route", json!(ENDPOINT)),
         ("url.path", json!(ENDPOINT)),
-        ("rpc.system", json!("jsonrpc")),
-        ("rpc.method", json!("tools/call")),
+        ("network.protocol.name", json!("http")),
+        ("network.protocol.version", json!("1.1")),
+        ("mcp.method.name", json!("tools/call")),
+        ("gen_ai.tool.name", json!("aap_lead_submit")),
+        ("gen_ai.operation.name", json!("execute_tool")),
         ("aap.tenant", json!("demo-toyota")),
         ("aap.skill", json!("lead.submit")),
         ("aap.outcome", json!("ok")),
@@ -193,6 +197,11 @@ fn a_proxied_call_yields_the_span_tree_and_propagates_its_client_span() {
     ] {
         assert_eq!(a.get(k), Some(&v), "{k} in {server}");
     }
+    // The MCP semantic conventions replace the generic RPC attributes.
+    assert!(
+        !a.contains_key("rpc.method") && !a.contains_key("rpc.system"),
+        "{server}"
+    );
     let server_id = server["span_id"].as_str().unwrap();
     // One child per phase, each inside the server span.
     let by_name: HashMap<&str, &Value> = spans
@@ -227,11 +236,11 @@ fn a_proxied_call_yields_the_span_tree_and_propagates_its_client_span() {
         ("url.path", json!("/mcp")),
         ("server.address", json!("127.0.0.1")),
         ("server.port", json!(peer.port)),
-        ("rpc.system", json!("jsonrpc")),
-        ("rpc.method", json!("tools/call")),
+        ("mcp.method.name", json!("tools/call")),
     ] {
         assert_eq!(a.get(k), Some(&v), "{k} in {client}");
     }
+    assert!(!a.contains_key("rpc.method"), "{client}");
     // The upstream saw a child traceparent naming the client span, and the
     // client's tracestate.
     let call = seen_lines(&seen)
@@ -309,7 +318,10 @@ fn the_relay_replaces_the_callers_traceparent_with_its_client_span() {
     });
     let server = spans.iter().find(|s| s["span_kind"] == "SERVER").unwrap();
     assert_eq!(server["parent_span_id"], PARENT_SPAN);
-    assert_eq!(attrs(server).get("rpc.method"), Some(&json!("tools/list")));
+    assert_eq!(
+        attrs(server).get("mcp.method.name"),
+        Some(&json!("tools/list"))
+    );
     let backend = spans.iter().find(|s| s["name"] == "backend").unwrap();
     let client = spans.iter().find(|s| s["span_kind"] == "CLIENT").unwrap();
     assert_eq!(client["parent_span_id"], backend["span_id"]);
@@ -322,6 +334,134 @@ fn the_relay_replaces_the_callers_traceparent_with_its_client_span() {
         format!("00-{TRACE_ID}-{}-01", client["span_id"].as_str().unwrap()),
         "one traceparent, the gateway's: {call}"
     );
+}
+
+/// The server span of one call to the embedded demo tenant, sent over HTTP/1.1 or (with curl)
+/// over h2c, with `traceparent` naming `trace_id`.
+fn server_span_over(
+    gw: &Gateway,
+    receiver: &Receiver,
+    http2: bool,
+    trace_id: &str,
+    body: &Value,
+) -> Value {
+    let traceparent = format!("00-{trace_id}-{PARENT_SPAN}-01");
+    if http2 {
+        let out = Command::new("curl")
+            .args(["-sS", "--http2-prior-knowledge", "--max-time", "20"])
+            .args(["-H", "Content-Type: application/json"])
+            .args(["-H", "Accept: application/json, text/event-stream"])
+            .args(["-H", &format!("traceparent: {traceparent}")])
+            .args(["--data", &body.to_string()])
+            .arg(format!("http://127.0.0.1:{}{ENDPOINT}", gw.port))
+            .output()
+            .expect("curl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let answer: Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
+        assert!(
+            answer.get("result").is_some() && answer["result"]["isError"] != true,
+            "{answer}"
+        );
+    } else {
+        let r = gw.rpc(&[("traceparent", &traceparent)], body);
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let spans = receiver.wait_trace(trace_id, |s| s.iter().any(|s| s["span_kind"] == "SERVER"));
+    spans
+        .into_iter()
+        .find(|s| s["span_kind"] == "SERVER")
+        .unwrap_or_default()
+}
+
+#[test]
+fn spans_name_the_http_version_and_the_mcp_method_and_tool_over_http1_and_http2() {
+    let receiver = Receiver::start();
+    let text = config_with("", "", "").replace("h2c = false", "h2c = true")
+        + &format!(
+            "\n[telemetry]\nenabled = true\nendpoint = \"http://127.0.0.1:{}/v1/traces\"\nscheduled_delay_ms = 100\n",
+            receiver.port
+        );
+    let gw = Gateway::start_with(&text);
+    let call = tools_call(
+        "aap_inventory_search",
+        json!({"type": "inventory.search.request", "pagination": {"limit": 1}}),
+    );
+    let list = modern("tools/list", json!({}));
+    for (http2, version, trace_id) in [
+        (false, "1.1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1"),
+        (true, "2", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2"),
+    ] {
+        let server = server_span_over(&gw, &receiver, http2, trace_id, &call);
+        let a = attrs(&server);
+        for (k, v) in [
+            ("network.protocol.name", json!("http")),
+            ("network.protocol.version", json!(version)),
+            ("mcp.method.name", json!("tools/call")),
+            ("gen_ai.tool.name", json!("aap_inventory_search")),
+            ("gen_ai.operation.name", json!("execute_tool")),
+            ("mcp.protocol.version", json!(MODERN)),
+            ("aap.skill", json!("inventory.search")),
+            ("http.response.status_code", json!(200)),
+        ] {
+            assert_eq!(a.get(k), Some(&v), "{k} over HTTP/{version}: {server}");
+        }
+        assert!(!a.contains_key("rpc.method"), "{server}");
+        // A method other than tools/call names no tool.
+        let id = format!("b{}", &trace_id[1..]);
+        let server = server_span_over(&gw, &receiver, http2, &id, &list);
+        let a = attrs(&server);
+        assert_eq!(a.get("network.protocol.version"), Some(&json!(version)));
+        assert_eq!(
+            a.get("mcp.method.name"),
+            Some(&json!("tools/list")),
+            "{server}"
+        );
+        assert!(!a.contains_key("gen_ai.tool.name"), "{server}");
+    }
+    // The A2A binding keeps the generic RPC attributes: its methods are not MCP's.
+    let id = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa3";
+    let traceparent = format!("00-{id}-{PARENT_SPAN}-01");
+    let body = json!({
+        "jsonrpc": "2.0", "id": "req-1", "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [
+                {"data": {"type": "inventory.search.request", "pagination": {"limit": 1}},
+                 "mediaType": "application/vnd.autoagent.inventory-search-request+json"}
+            ]},
+            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.inventory-search-response+json"]}
+        }
+    });
+    let r = request(
+        gw.port,
+        "POST",
+        "/aap/3.0.0/demo-toyota/a2a",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            (
+                "A2A-Extensions",
+                "https://autoagentprotocol.org/extensions/aap/v3.0",
+            ),
+            ("traceparent", &traceparent),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json().get("result").is_some(), "{}", r.text());
+    let spans = receiver.wait_trace(id, |s| s.iter().any(|s| s["span_kind"] == "SERVER"));
+    let server = spans
+        .iter()
+        .find(|s| s["span_kind"] == "SERVER")
+        .unwrap_or(&Value::Null);
+    let a = attrs(server);
+    assert_eq!(a.get("rpc.system"), Some(&json!("jsonrpc")), "{server}");
+    assert_eq!(a.get("rpc.method"), Some(&json!("SendMessage")), "{server}");
+    assert_eq!(a.get("network.protocol.version"), Some(&json!("1.1")));
+    assert!(!a.contains_key("mcp.method.name"), "{server}");
 }
 
 #[test]

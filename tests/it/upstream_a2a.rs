@@ -150,8 +150,45 @@ fn missing_upstream_token_is_502() {
         ),
     );
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32011);
+    // The agent refused the gateway's (missing) credential: said so, with its own code.
+    assert_eq!(r.error_code(), -32014, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("the dealer system refused the gateway's credentials"),
+        "{}",
+        r.text()
+    );
     let _: Value = r.json();
+}
+
+#[test]
+fn wrong_upstream_token_is_a_credential_refusal_not_a_leak() {
+    const WRONG: &str = "wrong-a2a-credential-51c9";
+    let peer = agent(&[]);
+    let cfg = a2a_backend(&peer, "").replace(TOKEN, WRONG);
+    let gw = Gateway::start_with(&cfg);
+    let r = gw.call(
+        "aap_inventory_search",
+        json!({"type": "inventory.search.request"}),
+    );
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(r.error_code(), -32014, "{}", r.text());
+    let message = r.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        message.contains("the dealer system refused the gateway's credentials"),
+        "{message}"
+    );
+    assert!(!r.text().contains(WRONG), "no credentials in errors");
+    let logs = gw.logs();
+    assert!(
+        logs.contains("backend refused the gateway's credentials")
+            && logs.contains("refused the gateway's credential (HTTP 401)"),
+        "{logs}"
+    );
+    assert!(!logs.contains(WRONG), "no credentials in the log");
 }
 
 #[test]

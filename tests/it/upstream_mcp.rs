@@ -82,16 +82,52 @@ fn headerless_modern_client_reaches_strict_server() {
 
 #[test]
 fn wrong_upstream_credential_is_a_502_not_a_leak() {
+    const WRONG: &str = "wrong-upstream-credential-7f3a";
     let peer = Peer::start(PeerKind::StrictMcp, &[], &[("AAP_MCP_TOKEN", "right")]);
     let gw = Gateway::start_with(&mcp_backend(
         &[peer.url()],
         "2026-07-28",
-        "bearer_token = \"wrong\"",
+        &format!("bearer_token = \"{WRONG}\""),
     ));
     let r = gw.call("aap_inventory_search", search_all());
     assert_eq!(r.status, 502, "{}", r.text());
-    assert_eq!(r.error_code(), -32011);
-    assert!(!r.text().contains("wrong"), "no credentials in errors");
+    // Its own code and message: the agent learns the dealer system refused the gateway, not
+    // that it could not be reached.
+    assert_eq!(r.error_code(), -32014, "{}", r.text());
+    let message = r.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        message.contains("the dealer system refused the gateway's credentials"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was executed"), "{message}");
+    assert!(!message.contains("could not be reached"), "{message}");
+    assert!(!r.text().contains(WRONG), "no credentials in errors");
+    // The log names the cause (the HTTP status), never the credential; the access line and
+    // the request counter carry the distinct outcome.
+    let logs = gw.logs();
+    assert!(
+        logs.contains("backend refused the gateway's credentials") && logs.contains("HTTP 401"),
+        "{logs}"
+    );
+    assert!(!logs.contains(WRONG), "no credentials in the log");
+    let access = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["target"] == "access" && l["fields"]["rpc_method"] == "tools/call")
+        .unwrap_or_default();
+    assert_eq!(access["fields"]["outcome"], "-32014", "{logs}");
+    assert_eq!(access["fields"]["status"], 502, "{access}");
+    let text = request(gw.admin, "GET", "/metrics", &[], b"").text();
+    assert!(
+        text.lines().any(|l| l.starts_with("aap_requests_total{")
+            && l.contains("outcome=\"-32014\"")
+            && l.contains("status=\"502\"")
+            && l.ends_with(" 1")),
+        "{text}"
+    );
 }
 
 #[test]

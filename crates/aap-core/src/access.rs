@@ -10,8 +10,9 @@
 //! written (`AAP_LOG=info,access=off` turns it off).
 //!
 //! What goes in is fixed by [`AccessRecord`]: identifiers, route and
-//! protocol facts, the outcome code and timings. Nothing from arguments,
-//! customers, tokens or proofs has a field here.
+//! protocol facts, the client's address and user agent, sizes, the outcome
+//! code and timings. Nothing from arguments, customers, tokens or proofs has
+//! a field here.
 
 use std::io::Write;
 use time::OffsetDateTime;
@@ -36,6 +37,16 @@ pub struct AccessRecord<'a> {
     /// (written only when there are some; paths, never values).
     pub nulls_dropped: &'a [String],
     pub latency_us: u64,
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2`.
+    pub protocol: &'a str,
+    /// The client's (TCP peer's) address; `-` when unknown.
+    pub client_address: Option<std::net::IpAddr>,
+    /// The `User-Agent`, already cut to a bounded length (`-` when absent).
+    pub user_agent: &'a str,
+    /// Request body bytes read.
+    pub bytes_in: u64,
+    /// Answer body bytes (an event stream: the part known when the answer starts).
+    pub bytes_out: u64,
 }
 
 /// Whether the access line is enabled under the active `AAP_LOG` filter.
@@ -51,12 +62,17 @@ pub fn enabled() -> bool {
 ///     correlation_id: "c0ffee", tenant: "demo", binding: "mcp", mcp_revision: "2026-07-28",
 ///     aap_version: "3.0.0", http_method: "POST", rpc_method: "tools/call",
 ///     skill: "inventory.search", outcome: "ok", status: 200, filled: &["Mcp-Name"], nulls_dropped: &[], latency_us: 412,
+///     protocol: "HTTP/2", client_address: Some([192, 0, 2, 7].into()), user_agent: "agent/1.0",
+///     bytes_in: 180, bytes_out: 2048,
 /// };
 /// let at = time::macros::datetime!(2026-12-04 01:27:45.611338 UTC);
 /// let v: serde_json::Value = serde_json::from_slice(&line(&r, at)).unwrap();
 /// assert_eq!(v["timestamp"], "2026-12-04T01:27:45.611338Z");
 /// assert_eq!(v["fields"]["filled"], r#"["Mcp-Name"]"#);
 /// assert_eq!(v["target"], "access");
+/// assert_eq!(v["fields"]["client_address"], "192.0.2.7");
+/// assert_eq!(v["fields"]["protocol"], "HTTP/2");
+/// assert_eq!(v["fields"]["bytes_out"], 2048);
 /// ```
 pub fn line(record: &AccessRecord<'_>, now: OffsetDateTime) -> Vec<u8> {
     // Written by hand: serde's `flatten` and `time`'s format descriptions
@@ -92,6 +108,19 @@ pub fn line(record: &AccessRecord<'_>, now: OffsetDateTime) -> Vec<u8> {
     }
     member(&mut out, "latency_us");
     out.extend_from_slice(itoa::Buffer::new().format(record.latency_us).as_bytes());
+    member(&mut out, "protocol");
+    crate::json::write_str(&mut out, record.protocol);
+    member(&mut out, "client_address");
+    match record.client_address {
+        Some(ip) => crate::json::write_str(&mut out, &ip.to_string()),
+        None => crate::json::write_str(&mut out, "-"),
+    }
+    member(&mut out, "user_agent");
+    crate::json::write_str(&mut out, record.user_agent);
+    member(&mut out, "bytes_in");
+    out.extend_from_slice(itoa::Buffer::new().format(record.bytes_in).as_bytes());
+    member(&mut out, "bytes_out");
+    out.extend_from_slice(itoa::Buffer::new().format(record.bytes_out).as_bytes());
     out.extend_from_slice(b"},\"target\":\"access\"}\n");
     out
 }
@@ -196,6 +225,11 @@ mod tests {
             filled,
             nulls_dropped: &[],
             latency_us: 7,
+            protocol: "HTTP/1.1",
+            client_address: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+            user_agent: "agent\"}\n/1.0",
+            bytes_in: 120,
+            bytes_out: 345,
         }
     }
 
@@ -231,9 +265,18 @@ mod tests {
                 "outcome",
                 "status",
                 "filled",
-                "latency_us"
+                "latency_us",
+                "protocol",
+                "client_address",
+                "user_agent",
+                "bytes_in",
+                "bytes_out"
             ]
         );
+        assert_eq!(v["fields"]["client_address"], "127.0.0.1");
+        assert_eq!(v["fields"]["user_agent"], "agent\"}\n/1.0");
+        assert_eq!(v["fields"]["bytes_in"], 120);
+        assert_eq!(v["fields"]["bytes_out"], 345);
         assert_eq!(v["fields"]["filled"], "[]");
         assert_eq!(v["fields"]["status"], 200);
     }

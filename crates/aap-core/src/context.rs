@@ -14,7 +14,9 @@
 //!    whatever phase produced it.
 
 use crate::access::{self, AccessRecord};
+use crate::exchange::{HttpRequest, HttpVersion};
 use crate::trace::Trace;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,6 +39,16 @@ pub struct RequestCtx {
     pub method: Option<String>,
     /// The AAP skill a `tools/call` (or an A2A `SendMessage`) named.
     pub skill: Option<&'static str>,
+    /// The catalog name of the tool a `tools/call` named (only a tool the tenant serves).
+    pub tool: Option<&'static str>,
+    /// The HTTP version the request came in on.
+    pub http_version: HttpVersion,
+    /// The client's address (the TCP peer).
+    pub client_address: Option<IpAddr>,
+    /// The `User-Agent` header, cut to [`USER_AGENT_MAX`] bytes.
+    pub user_agent: Option<String>,
+    /// Request body bytes read.
+    pub bytes_in: u64,
     /// `ok`, `replay`, an AAP error code, a JSON-RPC error code, or a
     /// transport outcome (`no_route`, `throttled`, `unauthorized`, …).
     pub outcome: String,
@@ -80,6 +92,11 @@ impl RequestCtx {
             revision: None,
             method: None,
             skill: None,
+            tool: None,
+            http_version: HttpVersion::default(),
+            client_address: None,
+            user_agent: None,
+            bytes_in: 0,
             outcome: String::new(),
             filled: Vec::new(),
             nulls_dropped: Vec::new(),
@@ -87,9 +104,25 @@ impl RequestCtx {
         }
     }
 
+    /// `new_ctx` for a request whose head (and body) was read: [`RequestCtx::new`] plus the
+    /// connection facts the access line and the span report (version, client address,
+    /// user agent, body size).
+    pub fn of_request(req: &HttpRequest) -> Self {
+        let mut ctx = RequestCtx::new(&req.method, req.header_str("traceparent"));
+        ctx.http_version = req.version;
+        ctx.client_address = req.peer_ip;
+        ctx.user_agent = req
+            .header_all("user-agent")
+            .next()
+            .map(|v| user_agent_text(v, USER_AGENT_MAX));
+        ctx.bytes_in = req.body.len() as u64;
+        ctx
+    }
+
     /// The one place a finished request is counted (`aap_requests_total`
-    /// and friends) and written to the access log.
-    pub fn logging(&self, status: u16) {
+    /// and friends) and written to the access log; `bytes_out` is the answer's body size (for
+    /// an event stream, the part known when the answer starts).
+    pub fn logging(&self, status: u16, bytes_out: u64) {
         let elapsed = self.started.elapsed();
         let record = AccessRecord {
             correlation_id: &self.correlation_id,
@@ -105,10 +138,34 @@ impl RequestCtx {
             filled: &self.filled,
             nulls_dropped: &self.nulls_dropped,
             latency_us: elapsed.as_micros() as u64,
+            protocol: self.http_version.protocol(),
+            client_address: self.client_address,
+            user_agent: self.user_agent.as_deref().unwrap_or("-"),
+            bytes_in: self.bytes_in,
+            // A HEAD answer sends its head only.
+            bytes_out: if self.http_method == "HEAD" {
+                0
+            } else {
+                bytes_out
+            },
         };
         crate::metrics::record(&record, elapsed.as_secs_f64());
         access::log(&record);
     }
+}
+
+/// The most bytes of a `User-Agent` an access line carries.
+pub const USER_AGENT_MAX: usize = 256;
+
+/// A `User-Agent` value as text of at most `max` bytes: invalid UTF-8 replaced, cut at a
+/// character boundary.
+fn user_agent_text(raw: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(&raw[..raw.len().min(max + 4)]);
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// The trace id of a valid W3C `traceparent` (32 hex digits, not all zero).
@@ -134,6 +191,17 @@ pub fn new_correlation_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_agent_is_cut_at_a_character_boundary() {
+        assert_eq!(user_agent_text(b"curl/8.5.0", 256), "curl/8.5.0");
+        let long = "\u{e9}".repeat(200);
+        let cut = user_agent_text(long.as_bytes(), 255);
+        assert_eq!(cut.len(), 254, "whole characters only");
+        assert!(cut.chars().all(|c| c == '\u{e9}'));
+        assert_eq!(user_agent_text(&[b'a'; 1000], USER_AGENT_MAX).len(), 256);
+        assert_eq!(user_agent_text(b"bad \xff byte", 256), "bad \u{fffd} byte");
+    }
 
     #[test]
     fn correlation_id_follows_a_valid_traceparent_only() {

@@ -31,6 +31,9 @@ pub mod code {
     pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
     /// The upstream did not answer in time (HTTP 504; outcome unknown).
     pub const UPSTREAM_TIMEOUT: i64 = -32012;
+    /// The upstream refused the gateway's own credential (HTTP 502; nothing
+    /// was executed; an operator must fix the credential).
+    pub const UPSTREAM_CREDENTIALS_REFUSED: i64 = -32014;
     /// MCP 2026-07-28 HeaderMismatch.
     pub const HEADER_MISMATCH: i64 = -32020;
     /// MCP 2026-07-28 UnsupportedProtocolVersion.
@@ -93,6 +96,9 @@ pub enum Failure {
     UpstreamUnavailable,
     /// The upstream did not answer in time; outcome unknown (504, -32012).
     UpstreamTimeout,
+    /// The upstream refused the gateway's own credential with HTTP 401/403;
+    /// nothing was executed (502, -32014).
+    UpstreamCredentialsRefused,
     /// A bug or an unexpected state inside the gateway (500, -32603).
     Internal,
     /// A refusal the HTTP/1.1 layer decides by RFC 9110/9112 before any
@@ -126,7 +132,7 @@ impl Failure {
             Failure::UnsupportedMediaType => 415,
             Failure::PayloadTooLarge => 413,
             Failure::RateLimited => 429,
-            Failure::UpstreamUnavailable => 502,
+            Failure::UpstreamUnavailable | Failure::UpstreamCredentialsRefused => 502,
             Failure::UpstreamTimeout => 504,
             Failure::Internal => 500,
             Failure::Framing(status) => status,
@@ -146,6 +152,7 @@ impl Failure {
             Failure::RateLimited => code::RATE_LIMITED,
             Failure::UpstreamUnavailable => code::UPSTREAM_UNAVAILABLE,
             Failure::UpstreamTimeout => code::UPSTREAM_TIMEOUT,
+            Failure::UpstreamCredentialsRefused => code::UPSTREAM_CREDENTIALS_REFUSED,
             Failure::Internal => code::INTERNAL_ERROR,
             Failure::InvalidRequest
             | Failure::OriginRefused

@@ -16,6 +16,47 @@ pub struct HttpRequest {
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Bytes,
     pub peer_ip: Option<IpAddr>,
+    /// The HTTP version the request came in on.
+    pub version: HttpVersion,
+}
+
+/// The HTTP version of a request: what spans (`network.protocol.version`) and access lines
+/// (`protocol`) report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    Http10,
+    #[default]
+    Http11,
+    Http2,
+}
+
+impl HttpVersion {
+    /// HTTP/1.x by its minor version (1.2–1.9 are handled as 1.1).
+    pub fn http1(minor: u8) -> HttpVersion {
+        if minor == 0 {
+            HttpVersion::Http10
+        } else {
+            HttpVersion::Http11
+        }
+    }
+
+    /// OpenTelemetry's `network.protocol.version`: `1.0`, `1.1` or `2`.
+    pub fn number(self) -> &'static str {
+        match self {
+            HttpVersion::Http10 => "1.0",
+            HttpVersion::Http11 => "1.1",
+            HttpVersion::Http2 => "2",
+        }
+    }
+
+    /// The access line's `protocol`: `HTTP/1.0`, `HTTP/1.1` or `HTTP/2`.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            HttpVersion::Http10 => "HTTP/1.0",
+            HttpVersion::Http11 => "HTTP/1.1",
+            HttpVersion::Http2 => "HTTP/2",
+        }
+    }
 }
 
 impl HttpRequest {

@@ -353,7 +353,9 @@ pub struct FeedMetrics {
     /// Loads by result: `ok`, `refused` (rejected share or row drop), `failed`
     /// (unreadable, unparsable or unreachable).
     pub loads: IntCounterVec,
+    /// The last successful check: a load, or a 304 confirming the version served.
     pub last_success: IntGaugeVec,
+    pub last_load: IntGaugeVec,
     pub last_check: IntGaugeVec,
     pub vehicles: IntGaugeVec,
     pub rejected: IntGaugeVec,
@@ -373,6 +375,12 @@ pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
         last_success: gauge(
             r,
             "aap_feed_last_success_timestamp_seconds",
+            "Unix time of the source's last successful check: a load, or a 304 Not Modified for the inventory served",
+            &["source"],
+        ),
+        last_load: gauge(
+            r,
+            "aap_feed_last_load_timestamp_seconds",
             "Unix time the source's current inventory was loaded",
             &["source"],
         ),
@@ -403,7 +411,7 @@ pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
         stale_after: gauge(
             r,
             "aap_feed_stale_after_seconds",
-            "The source's stale_after_secs: older loads are reported stale",
+            "The source's stale_after_secs: a source without a successful check for longer is reported stale",
             &["source"],
         ),
     }

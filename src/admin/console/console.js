@@ -121,7 +121,13 @@
       renderTenants();
       fill("feeds", feeds.body.feeds || [], (tr, f) => {
         cell(tr, f.source); cell(tr, f.state, f.state === "ok" ? "ok" : "bad"); cell(tr, f.rows);
-        cell(tr, f.rejected); cell(tr, f.last_success); cell(tr, f.last_error); cell(tr, f.tenants);
+        cell(tr, f.rejected); cell(tr, f.last_success); cell(tr, f.last_load); cell(tr, f.last_error); cell(tr, f.tenants);
+      });
+      fill("sinks", leads.body.sinks || [], (tr, q) => {
+        tr.dataset.sink = q.tenant + "/" + q.sink;
+        cell(tr, q.tenant); cell(tr, q.sink); cell(tr, q.pending);
+        cell(tr, q.next_attempt_at || "-");
+        cell(tr, q.oldest_pending_at); cell(tr, q.dead, q.dead ? "bad" : "ok");
       });
       const dead = leads.body.dead_letters || [];
       const bySink = {};

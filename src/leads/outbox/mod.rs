@@ -632,7 +632,8 @@ fn params(query: Option<&str>, allowed: &[&str]) -> Result<HashMap<String, Strin
 }
 
 /// `GET /admin/leads/dead-letters[?tenant=<id>]`: every dead letter
-/// (lead id, tenant, sink, attempts, last error class and status, times).
+/// (lead id, tenant, sink, attempts, last error class and status, times), the
+/// pending count, and each sink's queue (pending, dead, oldest pending, next attempt).
 pub async fn admin_dead_letters(query: Option<&str>) -> (u16, Value) {
     let p = match params(query, &["tenant"]) {
         Ok(p) => p,
@@ -640,7 +641,7 @@ pub async fn admin_dead_letters(query: Option<&str>) -> (u16, Value) {
     };
     let tenant = p.get("tenant").map(String::as_str);
     let Some(s) = current_store() else {
-        return (200, json!({"dead_letters": [], "pending": 0}));
+        return (200, json!({"dead_letters": [], "pending": 0, "sinks": []}));
     };
     let list = match s.store.dead_letters(tenant).await {
         Ok(l) => l,
@@ -648,6 +649,22 @@ pub async fn admin_dead_letters(query: Option<&str>) -> (u16, Value) {
     };
     let pending = match s.store.counts(tenant).await {
         Ok(c) => c.pending,
+        Err(e) => return unavailable(e),
+    };
+    let sinks: Vec<Value> = match s.store.sink_queues(tenant).await {
+        Ok(q) => q
+            .into_iter()
+            .map(|q| {
+                json!({
+                    "tenant": q.tenant,
+                    "sink": q.sink,
+                    "pending": q.pending,
+                    "dead": q.dead,
+                    "oldest_pending_at": q.oldest_pending.map(rfc3339),
+                    "next_attempt_at": q.next_attempt.map(rfc3339),
+                })
+            })
+            .collect(),
         Err(e) => return unavailable(e),
     };
     let list: Vec<Value> = list
@@ -666,7 +683,10 @@ pub async fn admin_dead_letters(query: Option<&str>) -> (u16, Value) {
             })
         })
         .collect();
-    (200, json!({"dead_letters": list, "pending": pending}))
+    (
+        200,
+        json!({"dead_letters": list, "pending": pending, "sinks": sinks}),
+    )
 }
 
 /// `POST /admin/leads/redrive?tenant=<id>&lead_id=<id>` (one lead) or

@@ -481,7 +481,7 @@ impl Client {
     /// The client span of an attempt on peer `i`, when `req` is traced.
     fn client_span(&self, i: usize, req: &Request<'_>) -> Option<ClientSpan> {
         let spec = self.peer(i)?;
-        let rpc_method = req
+        let mcp_method = req
             .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("mcp-method"))
@@ -493,7 +493,7 @@ impl Client {
                     .map(|(_, v)| v.as_str())
             });
         ClientSpan::start(
-            req.trace, req.method, req.path, &spec.host, spec.port, rpc_method,
+            req.trace, req.method, req.path, &spec.host, spec.port, mcp_method,
         )
     }
 

@@ -125,6 +125,9 @@ fn stamp(p: &Path) -> Stamp {
 pub enum Fetched {
     /// The version already loaded (or already refused): nothing to parse.
     Unchanged,
+    /// The source itself confirmed that the version last parsed is still current (a URL's
+    /// 304 Not Modified): a successful check when that version was accepted.
+    NotModified,
     /// A changed source that is still being written: look again at the next poll.
     Settling,
     /// A new version to parse and judge.
@@ -197,7 +200,8 @@ impl FeedFetch for FileFetch {
 }
 
 /// A feed URL, fetched with `If-None-Match` / `If-Modified-Since` from the validators of the
-/// last body parsed; a 304 changes nothing. Redirects are not followed.
+/// last body parsed; a 304 changes nothing but counts as a successful check when the last
+/// body parsed was accepted. Redirects are not followed.
 #[derive(Debug)]
 pub struct UrlFetch {
     url: String,
@@ -263,7 +267,7 @@ impl FeedFetch for UrlFetch {
         };
         let status = resp.status();
         if status == reqwest::StatusCode::NOT_MODIFIED {
-            return Fetched::Unchanged;
+            return Fetched::NotModified;
         }
         if !status.is_success() {
             return Fetched::Failed(format!("the feed URL answered HTTP {}", status.as_u16()));
@@ -323,8 +327,13 @@ static WATCHERS: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
 /// The source's state for `/readyz`.
 #[derive(Debug, Clone, Default)]
 struct Health {
+    /// The last successful check: a load, or a 304 confirming the loaded version is current.
     last_success_unix: Option<i64>,
+    /// When the inventory served now was loaded.
+    last_load_unix: Option<i64>,
     last_check_unix: Option<i64>,
+    /// Whether the version last parsed was accepted (a 304 for a refused one is no success).
+    latest_accepted: bool,
     rows: usize,
     rejected: usize,
     duplicates: usize,
@@ -442,6 +451,7 @@ impl FeedSource {
             Ok(p) => p,
             Err(e) => {
                 health.failures += 1;
+                health.latest_accepted = false;
                 health.last_error = Some(e.to_string());
                 m.loads.with_label_values(&[label, "failed"]).inc();
                 tracing::error!(source = label, error = %e, "inventory feed unreadable; the previous inventory keeps serving");
@@ -474,6 +484,7 @@ impl FeedSource {
         let previous = self.current.load().as_ref().map(|i| i.len());
         if let Err(refusal) = feed::judge(r, previous, &self.spec.policy) {
             health.refusals += 1;
+            health.latest_accepted = false;
             health.last_error = Some(format!("refused: {refusal}"));
             m.loads.with_label_values(&[label, "refused"]).inc();
             tracing::error!(source = label, reason = refusal.reason(), error = %refusal, "inventory feed refused; the previous inventory keeps serving");
@@ -484,9 +495,12 @@ impl FeedSource {
         let inventory = Inventory::new(parsed.vehicles);
         self.current.store(Some(Arc::new(inventory)));
         health.last_success_unix = Some(now);
+        health.last_load_unix = Some(now);
+        health.latest_accepted = true;
         health.last_error = None;
         m.loads.with_label_values(&[label, "ok"]).inc();
         m.last_success.with_label_values(&[label]).set(now);
+        m.last_load.with_label_values(&[label]).set(now);
         m.vehicles.with_label_values(&[label]).set(loaded as i64);
         tracing::info!(
             source = label,
@@ -510,23 +524,28 @@ impl FeedSource {
         tracing::error!(source = %self.label, error = problem, "inventory feed unavailable; the previous inventory keeps serving");
     }
 
-    fn checked(&self) {
+    /// The source was reached and had nothing new. `confirmed` (a 304) makes it a successful
+    /// check when the version last parsed was accepted: the inventory served is current, so
+    /// the source is not stale however long it stays unchanged.
+    fn checked(&self, confirmed: bool) {
         let t = now_unix();
-        self.health
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last_check_unix = Some(t);
-        crate::metrics::FEED
-            .last_check
-            .with_label_values(&[&self.label])
-            .set(t);
+        let m = &*crate::metrics::FEED;
+        let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        health.last_check_unix = Some(t);
+        m.last_check.with_label_values(&[&self.label]).set(t);
+        if confirmed && health.latest_accepted {
+            health.last_success_unix = Some(t);
+            health.last_error = None;
+            m.last_success.with_label_values(&[&self.label]).set(t);
+        }
     }
 
     /// One look at the source; a new version is parsed on a blocking thread (a large feed
     /// takes a while and must not hold up the other sources' polls).
     async fn poll(self: Arc<Self>) {
         match self.fetch.fetch().await {
-            Fetched::Unchanged => self.checked(),
+            Fetched::Unchanged => self.checked(false),
+            Fetched::NotModified => self.checked(true),
             Fetched::Settling => {}
             Fetched::Failed(e) => self.failed(&e),
             Fetched::Changed(bytes) => {
@@ -564,8 +583,8 @@ impl FeedSource {
         });
     }
 
-    /// `/readyz` detail: `state` is `ok`, `stale` (no successful load for
-    /// `stale_after_secs`) or `never_loaded`.
+    /// `/readyz` detail: `state` is `ok`, `stale` (no successful check — a load, or a 304
+    /// for the version served — for `stale_after_secs`) or `never_loaded`.
     pub fn health(&self) -> Value {
         let h = self
             .health
@@ -590,6 +609,7 @@ impl FeedSource {
             "state": state,
             "vehicles": self.current.load().as_ref().map(|i| i.len()),
             "last_success": rfc(h.last_success_unix),
+            "last_load": rfc(h.last_load_unix),
             "last_check": rfc(h.last_check_unix),
             "rows": h.rows,
             "rejected": h.rejected,

@@ -35,7 +35,7 @@ pub(super) fn rpc_message(reply: &Reply, id: &Value) -> Result<Value, BackendErr
 /// Statuses that mean the upstream did not serve the call at all.
 pub(super) fn check_http(reply: &Reply) -> Result<(), BackendError> {
     match reply.status {
-        401 | 403 => Err(BackendError::Unavailable(format!(
+        401 | 403 => Err(BackendError::CredentialsRefused(format!(
             "upstream {} refused the gateway's credential (HTTP {})",
             reply.peer, reply.status
         ))),

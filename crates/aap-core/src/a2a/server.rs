@@ -470,6 +470,12 @@ fn outcome_payload(
             "The dealer system could not be reached; nothing was executed.",
             None,
         ),
+        UpstreamFault::CredentialsRefused => aap_error_retryable(
+            ErrorCode::UpstreamUnavailable,
+            "The dealer system refused the gateway's credentials; nothing was executed. The gateway's operator must renew them; retrying does not help until then.",
+            None,
+            false,
+        ),
         UpstreamFault::Timeout => aap_error_retryable(
             ErrorCode::OutcomeUnknown,
             "The dealer system did not answer in time; the outcome is unknown. Retry a lead only with the same idempotency_key.",

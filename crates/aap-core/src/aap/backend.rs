@@ -74,6 +74,10 @@ pub enum BackendError {
     /// The call certainly did not reach the service (safe to retry).
     #[error("backend unavailable: {0}")]
     Unavailable(String),
+    /// The service refused the gateway's own credential (HTTP 401 or 403): the call was not
+    /// executed, and no retry helps until an operator fixes the credential.
+    #[error("backend refused the gateway's credentials: {0}")]
+    CredentialsRefused(String),
     /// The call may have reached the service; the outcome is unknown.
     #[error("backend timed out: {0}")]
     Timeout(String),
@@ -140,7 +144,7 @@ pub fn normalize_numbers(v: &mut Value) {
 }
 
 /// How a forwarding backend passes `idempotency_key` to its upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LeadKeyMode {
     /// Replace it with a key derived from the gateway's caller-scoped

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// The adaptations a tenant's `host_compat` names (all off: the canonical catalog).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "Spec")]
 pub struct HostCompat {
     /// `dependent-schemas` (what `host_compat = true` has always meant): root composition
@@ -37,7 +37,7 @@ pub const PROFILES: [&str; 4] = [
 
 /// What the config may say: a boolean (`true` = `["dependent-schemas"]`), one profile name or
 /// a list of them.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum Spec {
     Flag(bool),

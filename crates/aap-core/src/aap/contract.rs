@@ -67,6 +67,8 @@ impl ToolOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamFault {
     Unavailable,
+    /// The upstream refused the gateway's credential (HTTP 401/403); nothing was executed.
+    CredentialsRefused,
     Timeout,
     /// The upstream answered an MCP protocol error; it reaches the client
     /// as that JSON-RPC error.
@@ -273,9 +275,12 @@ impl Contract {
             }
             // Retryable answers, certain non-delivery and a refused request
             // free the key.
-            Ok(_) | Err(UpstreamFault::Unavailable | UpstreamFault::Protocol(_)) => {
-                self.abandon(&record, &claim, forward).await
-            }
+            Ok(_)
+            | Err(
+                UpstreamFault::Unavailable
+                | UpstreamFault::CredentialsRefused
+                | UpstreamFault::Protocol(_),
+            ) => self.abandon(&record, &claim, forward).await,
         }
         result
     }
@@ -329,6 +334,10 @@ impl Contract {
             Err(BackendError::Unavailable(why)) => {
                 tracing::warn!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend unavailable");
                 return Err(UpstreamFault::Unavailable);
+            }
+            Err(BackendError::CredentialsRefused(why)) => {
+                tracing::error!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend refused the gateway's credentials; fix the upstream credential in the configuration");
+                return Err(UpstreamFault::CredentialsRefused);
             }
             Err(BackendError::Timeout(why)) => {
                 tracing::warn!(tenant, correlation_id = cid, backend = self.backend.kind(), skill = skill.id(), reason = %why, "backend timeout");

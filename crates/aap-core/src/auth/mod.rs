@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// No authorization: every request is anonymous.
@@ -30,7 +30,7 @@ pub enum AuthMode {
     Required,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     #[serde(default)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// One delivery target for accepted leads. A tenant may list several; each
 /// lead is delivered to every sink, and each sink's delivery is retried on its own.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum LeadSinkConfig {
     /// ADF/XML posted to the CRM's HTTP intake.
@@ -29,7 +29,7 @@ impl LeadSinkConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdfHttpSinkConfig {
     /// Unique within the tenant.
@@ -54,7 +54,7 @@ pub struct AdfHttpSinkConfig {
 
 /// The media types CRMs accept ADF under. A closed list, so the header
 /// value is known to be valid when the config loads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 pub enum AdfContentType {
     #[default]
     #[serde(rename = "application/xml")]
@@ -79,7 +79,7 @@ impl AdfContentType {
 /// The lead network the gateway delivers for: its brand is the ADF
 /// `<provider>` name and the buyer agent becomes `<provider><service>`.
 /// Without it the buyer agent (`source_agent`) is the provider (direct delivery).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdfNetworkConfig {
     pub name: String,
@@ -88,7 +88,7 @@ pub struct AdfNetworkConfig {
 }
 
 /// How the SMTP connection is secured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SmtpSecurity {
     /// Plain connection upgraded with STARTTLS (required, not opportunistic).
@@ -100,7 +100,7 @@ pub enum SmtpSecurity {
     None,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdfEmailSinkConfig {
     pub name: String,
@@ -127,7 +127,7 @@ pub struct AdfEmailSinkConfig {
     pub network: Option<AdfNetworkConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSinkConfig {
     pub name: String,
@@ -148,7 +148,7 @@ fn default_smtp_port() -> u16 {
 
 /// `[tenants.backend.outbox]`: how the durable outbox retries each sink's
 /// delivery of a lead before it becomes a dead letter.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutboxConfig {
     /// Attempts per sink before the lead is dead-lettered for that sink (1..=1000).

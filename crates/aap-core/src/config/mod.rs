@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 /// checked against the parsed count and may not exceed this.
 pub const MAX_HEADER_LINES: usize = 256;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub server: ServerConfig,
@@ -58,7 +58,7 @@ pub struct Config {
     pub source: PathBuf,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub listen: String,
@@ -110,7 +110,7 @@ pub const MIN_ADMIN_TOKEN_CHARS: usize = 16;
 /// Largest accepted `server.shutdown_drain_secs` and `server.shutdown_grace_secs`.
 pub const MAX_SHUTDOWN_SECS: u64 = 600;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// PEM certificate chain.
@@ -119,7 +119,7 @@ pub struct TlsConfig {
     pub key_file: PathBuf,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     pub max_body_bytes: usize,
@@ -155,7 +155,7 @@ pub struct LimitsConfig {
     pub h2_max_resets: usize,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
     pub dir: PathBuf,
@@ -201,27 +201,27 @@ pub struct StateConfig {
     pub lead_retention_days: u64,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LeadStoreKind {
     Sqlite,
     Postgres,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum StateBackend {
     Local,
     Redis,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchemasConfig {
     pub dir: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub id: String,
@@ -271,7 +271,7 @@ pub struct TenantConfig {
 
 /// `[tenants.publish]`: who the dealer is and where its discovery documents
 /// are served (see docs/publish.md).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct PublishConfig {
     /// Display name of the dealer (Agent Card `name`, llms.txt title).
@@ -290,7 +290,7 @@ pub struct PublishConfig {
 }
 
 /// HTTP-level token buckets (0 = off). Over budget → 429 + Retry-After.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitConfig {
     /// Sustained requests per second for the whole tenant.
@@ -304,7 +304,7 @@ pub struct RateLimitConfig {
 
 /// `[[clusters]]`: one set of upstream peers and the connection settings
 /// every tenant that names it shares (one pool, one health check).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     pub name: String,
@@ -422,7 +422,7 @@ impl Config {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum BackendConfig {
     /// Boxed: the largest variant by far (feed, sinks, outbox settings).
@@ -436,7 +436,7 @@ pub enum BackendConfig {
     Relay(RelayBackendConfig),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelayBackendConfig {
     /// `http[s]://host:port` of each upstream instance (round robin; a
@@ -465,7 +465,7 @@ pub struct RelayBackendConfig {
 }
 
 /// Connection settings shared by the forwarding backends.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpBackendConfig {
     /// `http[s]://host:port` of each upstream instance (round robin).
@@ -501,7 +501,7 @@ pub struct McpBackendConfig {
     pub dedupes_leads: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct A2aBackendConfig {
     #[serde(default)]
@@ -534,7 +534,7 @@ pub struct A2aBackendConfig {
     pub dedupes_leads: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddedBackendConfig {
     /// A JSON array of AAP vehicles (the same as a `feed` with
@@ -568,11 +568,39 @@ pub struct EmbeddedBackendConfig {
     pub outbox: OutboxConfig,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct QuotaConfig {
     /// Leads one caller may submit per hour (0 disables the quota).
     pub lead_submit_per_hour: u64,
+}
+
+/// The JSON Schema of `gateway.toml`, generated from [`Config`] and the types it holds (their
+/// doc comments become descriptions): what `aap-gateway schema config` prints and
+/// `docs/gateway.schema.json` ships, for editors that validate TOML against a schema. It checks
+/// shape only (keys, types, enumerations); `check` still applies every rule of `validate`.
+pub fn json_schema() -> serde_json::Value {
+    titled(
+        schemars::schema_for!(Config),
+        "aap-gateway configuration (gateway.toml)",
+    )
+}
+
+/// The JSON Schema of one tenant file of `tenants_dir` (the keys of one `[[tenants]]` entry at
+/// top level): `aap-gateway schema tenant`, shipped as `docs/tenant.schema.json`.
+pub fn tenant_json_schema() -> serde_json::Value {
+    titled(
+        schemars::schema_for!(TenantConfig),
+        "aap-gateway tenant file (tenants_dir/*.toml)",
+    )
+}
+
+fn titled(schema: schemars::Schema, title: &str) -> serde_json::Value {
+    let mut v = schema.to_value();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("title".into(), serde_json::Value::from(title));
+    }
+    v
 }
 
 /// Large enough for a search page of 20 vehicles (head and body, ~13 KB).

@@ -211,6 +211,34 @@ impl<'de> de::Deserialize<'de> for Secret {
     }
 }
 
+/// The three forms a secret may be written in, for the config's JSON Schema.
+impl schemars::JsonSchema for Secret {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secret".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A secret: the value itself, { file = \"path\" } (relative to the config file's directory) or { env = \"VARIABLE\" }",
+            "oneOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {"file": {"type": "string"}},
+                    "required": ["file"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": {"env": {"type": "string"}},
+                    "required": ["env"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
 struct SecretVisitor;
 
 impl<'de> Visitor<'de> for SecretVisitor {

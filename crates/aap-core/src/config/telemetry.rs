@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// The one OTLP protocol this build exports with.
 pub const HTTP_PROTOBUF: &str = "http/protobuf";
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// Export traces. Off: no spans, no `traceparent` sent upstream.
@@ -53,7 +53,7 @@ pub struct TelemetryConfig {
 pub const AUTO_TENANT_LABELS: usize = 100;
 
 /// `telemetry.tenant_metrics`: a mode name or a list of tenant ids.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum TenantMetrics {
     Mode(String),

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 pub const LISTED: [&str; 3] = ["available", "intransit", "pending"];
 
 /// The document format of a feed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// A header row, then one vehicle per row.

@@ -542,6 +542,7 @@ mod tests {
             code::UNAUTHORIZED,
             code::UPSTREAM_UNAVAILABLE,
             code::UPSTREAM_TIMEOUT,
+            code::UPSTREAM_CREDENTIALS_REFUSED,
         ] {
             assert!(!code::SPEC_RESERVED.contains(&c), "{c}");
             assert!((-32019..=-32000).contains(&c), "{c}");

@@ -692,6 +692,7 @@ impl Endpoint {
             .filter(|s| self.implements(*s))
             .ok_or_else(|| RpcError::of(Failure::ParamsRefused, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
+        out.tool = Some(skill.tool_name());
         authorize_skill(caller, skill)?;
         let arguments = match ctx.arguments {
             Some(doc) => Arguments::new(doc),
@@ -894,6 +895,7 @@ fn tool_answer(
 ) -> Result<ToolResult, RpcError> {
     let outcome = done.map_err(|fault| match fault {
         UpstreamFault::Unavailable => RpcError::of(Failure::UpstreamUnavailable, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
+        UpstreamFault::CredentialsRefused => RpcError::of(Failure::UpstreamCredentialsRefused, "Bad Gateway: the dealer system refused the gateway's credentials; nothing was executed (the gateway's operator must renew them; retrying does not help until then)"),
         UpstreamFault::Timeout => RpcError::of(Failure::UpstreamTimeout, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
         UpstreamFault::Protocol(e) => upstream_protocol_error(e, rev),
     })?;
