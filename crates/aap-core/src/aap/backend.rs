@@ -20,8 +20,8 @@ pub struct SkillCall<'a> {
     /// Stable reference of the idempotency record for `lead.submit`, so a
     /// backend that can deduplicate does so across gateway restarts.
     pub idempotency_ref: Option<&'a str>,
-    /// The caller's claim of that record (the embedded dealer on shared
-    /// state completes it atomically with the lead's record).
+    /// The caller's claim of that record (the embedded dealer completes it
+    /// in the lead store's transaction that records the lead).
     pub claim: Option<&'a crate::state::Claim>,
     /// What the client's request carries for a forwarding backend.
     pub forward: &'a Forward,
