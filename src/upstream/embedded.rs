@@ -343,6 +343,10 @@ impl Backend for EmbeddedDealer {
         true
     }
 
+    fn commits_with_claim(&self) -> bool {
+        true
+    }
+
     fn feed_health(&self) -> Option<Value> {
         Some(self.feed.health())
     }

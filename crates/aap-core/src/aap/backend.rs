@@ -103,6 +103,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when the backend records a lead in the same transaction that
+    /// completes the caller's claim, fenced by it (the embedded dealer on the
+    /// lead store): nothing leaves before that commit, so a crash before it
+    /// left nothing and the intent record is not needed (one durable commit
+    /// fewer per lead).
+    fn commits_with_claim(&self) -> bool {
+        false
+    }
+
     /// True when the backend may relay upstream notifications (progress)
     /// through [`Forward::events`] while a call runs.
     fn may_notify(&self) -> bool {
