@@ -3,8 +3,8 @@
 //!
 //! Layout: `ingress` (the public listener's connections, HTTP/1.1 and HTTP/2), `admin`
 //! (the admin listener), `passthrough` (the benchmark baseline), `tls`, `upstream`
-//! (backend implementations and the pooled client), `state` (local log and Redis
-//! stores), `gateway` (tenants, routing, reload), `telemetry` (request traces over OTLP) and
+//! (backend implementations and the pooled client), `state` (counters: in-process and
+//! Redis buckets), `store` (the lead store), `gateway` (tenants, routing, reload), `telemetry` (request traces over OTLP) and
 //! `shutdown` (drain, then close).
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 

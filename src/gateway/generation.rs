@@ -183,20 +183,12 @@ impl ConfigGeneration {
                     };
                     let store = crate::store::open(&config)
                         .map_err(|e| BuildError(format!("state: {e}")))?;
-                    if crate::store::legacy_fleet(&config) {
-                        // Idempotency and leads of record stay in Redis.
-                        if clusters.is_online() {
-                            tracing::warn!("state.backend = \"redis\" with state.lead_store = \"sqlite\": each instance's outbox is on its own disk; a fleet should set state.lead_store = \"postgres\"");
-                        }
-                        (counters, store)
-                    } else {
-                        let state = Arc::new(crate::store::StoreState {
-                            store: store.clone(),
-                            counters,
-                            lease: Duration::from_millis(config.state.claim_lease_ms),
-                        });
-                        (state as Arc<dyn SharedState>, store)
-                    }
+                    let state = Arc::new(crate::store::StoreState {
+                        store: store.clone(),
+                        counters,
+                        lease: Duration::from_millis(config.state.claim_lease_ms),
+                    });
+                    (state as Arc<dyn SharedState>, store)
                 }
             };
         let key = tenant::shared_key(&config, &digest);

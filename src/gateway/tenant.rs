@@ -249,8 +249,6 @@ pub(super) fn build(
     let state = shared.state;
     let state_dir = config.state_dir();
     let idempotency_ttl = Duration::from_secs(config.state.idempotency_ttl_hours * 3600);
-    // The lead path's view of the store (Redis Cluster: this tenant's hash slot).
-    let tenant_state = state.for_tenant(&t.id).unwrap_or_else(|| state.clone());
     let before_ep = before.and_then(|b| b.endpoint());
     let kept_backend = same_backend
         .and_then(|b| b.endpoint())
@@ -291,7 +289,6 @@ pub(super) fn build(
                     leads_file,
                     store: shared.store.clone(),
                     idempotency_ttl,
-                    shared: crate::store::legacy_fleet(config).then(|| tenant_state.clone()),
                     outbox,
                     default_limit: e.default_limit,
                     max_limit: e.max_limit,
@@ -405,7 +402,7 @@ pub(super) fn build(
         },
         schemas: schemas.clone(),
         backend,
-        state: tenant_state,
+        state: state.clone(),
     };
     let endpoint = Endpoint {
         tenant: t.id.clone(),

@@ -431,15 +431,6 @@ pub fn store_key(c: &crate::config::Config) -> String {
     )
 }
 
-/// Redis state with the per-instance SQLite lead store: idempotency and
-/// the lead of record stay in Redis (as before the lead store), each
-/// instance's SQLite holds its copy and outbox. A fleet should use
-/// `lead_store = "postgres"`; `run` warns.
-pub fn legacy_fleet(c: &crate::config::Config) -> bool {
-    c.state.backend == crate::config::StateBackend::Redis
-        && c.state.lead_store == crate::config::LeadStoreKind::Sqlite
-}
-
 /// `state.sqlite_file`, default `<state.dir>/leads.sqlite3`.
 pub fn sqlite_path(c: &crate::config::Config) -> std::path::PathBuf {
     c.state

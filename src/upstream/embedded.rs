@@ -34,10 +34,6 @@ pub struct EmbeddedConfig {
     pub store: Arc<dyn LeadStore>,
     /// `state.idempotency_ttl_hours`.
     pub idempotency_ttl: Duration,
-    /// Legacy fleet mode (Redis state with a per-instance SQLite lead
-    /// store): the lead of record and its idempotency claim are in Redis;
-    /// the store holds this instance's copy and its outbox rows.
-    pub shared: Option<Arc<dyn crate::state::SharedState>>,
     /// The tenant's lead outbox (`[[tenants.backend.sinks]]` configured):
     /// each accepted lead gets one outbox row per sink, committed with it.
     pub outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
@@ -60,7 +56,6 @@ pub struct EmbeddedDealer {
     idempotency_ttl: Duration,
     /// The file store's leads file was imported (once per dealer).
     imported: OnceCell<()>,
-    shared: Option<Arc<dyn crate::state::SharedState>>,
     outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
 }
 
@@ -135,7 +130,6 @@ impl EmbeddedDealer {
             store: cfg.store,
             idempotency_ttl: cfg.idempotency_ttl,
             imported: OnceCell::new(),
-            shared: cfg.shared,
             outbox: cfg.outbox,
         })
     }
@@ -244,11 +238,6 @@ impl EmbeddedDealer {
             record["vehicle"] = listing.unwrap_or(Value::Null);
             record["sinks"] = json!(sinks);
         }
-        if let Some(state) = &self.shared {
-            return self
-                .record_shared(state.as_ref(), call, record, response, sinks, lead_id)
-                .await;
-        }
         let accept = Accept {
             tenant: call.tenant.to_owned(),
             lead_id,
@@ -277,60 +266,6 @@ impl EmbeddedDealer {
                 tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead store write failed; lead refused");
                 Ok(nothing_recorded())
             }
-        }
-    }
-}
-
-impl EmbeddedDealer {
-    /// Legacy fleet mode: the lead is recorded in Redis in the same step
-    /// that completes its claim; this instance's store gets a copy with its
-    /// outbox rows (a copy that cannot be written is logged, `undelivered`).
-    async fn record_shared(
-        &self,
-        state: &dyn crate::state::SharedState,
-        call: &SkillCall<'_>,
-        record: Value,
-        response: Value,
-        sinks: Vec<String>,
-        lead_id: String,
-    ) -> Result<Value, BackendError> {
-        let (Some(r), Some(claim)) = (call.idempotency_ref, call.claim) else {
-            return Err(BackendError::Unavailable(
-                "a lead on shared state needs its idempotency claim".into(),
-            ));
-        };
-        match state
-            .record_lead(call.tenant, r, claim, &record, &response)
-            .await
-        {
-            Ok(crate::state::LeadRecorded::Recorded) => {
-                let undelivered = !sinks.is_empty();
-                let copy = Accept {
-                    tenant: call.tenant.to_owned(),
-                    lead_id,
-                    received_ms: crate::clock::now_unix_ms(),
-                    idem: None,
-                    record,
-                    response: response.clone(),
-                    sinks,
-                    ttl: self.idempotency_ttl,
-                };
-                match self.store.accept(copy).await {
-                    Ok(_) => {
-                        if let Some(o) = &self.outbox {
-                            o.enqueued();
-                        }
-                    }
-                    Err(e) => {
-                        crate::store::METRICS.errors.inc();
-                        tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, undelivered, "lead recorded in shared state; this instance's store copy failed (with sinks: the lead is not in the outbox)");
-                    }
-                }
-                Ok(response)
-            }
-            Ok(crate::state::LeadRecorded::Replay(previous)) => Ok(previous),
-            Ok(crate::state::LeadRecorded::Lost) => Ok(crate::aap::error::in_flight_error()),
-            Err(e) => Err(BackendError::Unavailable(e.to_string())),
         }
     }
 }
@@ -405,6 +340,10 @@ impl Backend for EmbeddedDealer {
     }
 
     fn dedupes_leads(&self) -> bool {
+        true
+    }
+
+    fn commits_with_claim(&self) -> bool {
         true
     }
 

@@ -1,5 +1,7 @@
 //! The command line as an operator meets it: `--version`, completions and the man page,
 //! `health`, a closed stdout, port 0 and a busy port refused at once, naming the listener.
+//!
+//! Also `check` refusing Redis state with a per-instance lead store.
 
 use crate::support::*;
 use std::io::Read as _;
@@ -161,6 +163,35 @@ fn port_zero_is_refused_with_the_flag_named() {
         err.contains("server.admin_listen") && err.contains("port 0"),
         "{err}"
     );
+}
+
+/// Redis state with each instance's own SQLite lead store would split the
+/// lead path (idempotency and leads per instance, counters shared): `check`
+/// and `run` refuse it, naming the key to change; with the lead store on
+/// PostgreSQL the same config passes (`check` connects to neither).
+#[test]
+fn check_refuses_redis_state_with_a_per_instance_lead_store() {
+    let dir = temp_dir("cli-split");
+    let split = config_with("", "", "").replace(
+        "backend = \"local\"\n",
+        "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:1/\"\n",
+    );
+    let file = dir.join("gateway.toml");
+    std::fs::write(&file, &split).unwrap();
+    let want = "state.lead_store: with state.backend = \"redis\" (several instances) leads must be in a shared store: set state.lead_store = \"postgres\" and state.postgres_url";
+    for cmd in ["check", "run"] {
+        let (code, _, err) = run(&["--config", file.to_str().unwrap(), cmd]);
+        assert_eq!(code, 2, "{cmd}: {err}");
+        assert!(err.contains(want), "{cmd}: {err}");
+    }
+    let shared = split.replace(
+        "lead_store = \"sqlite\"\n",
+        "lead_store = \"postgres\"\npostgres_url = \"postgres://gw@127.0.0.1:1/leads\"\n",
+    );
+    assert_ne!(shared, split);
+    std::fs::write(&file, &shared).unwrap();
+    let (code, _, err) = run(&["--config", file.to_str().unwrap(), "check"]);
+    assert_eq!(code, 0, "{err}");
 }
 
 /// A listener address in use stops the start at once, naming the key and

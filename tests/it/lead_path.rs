@@ -1,9 +1,10 @@
 //! The lead path under process faults (offline commands, a second `run`, an
-//! upgrade, SIGKILL on shared Redis): one lead per key at the sink.
+//! upgrade, SIGKILL on shared Redis + PostgreSQL): one lead per key at the sink.
 //!
 //! Offline commands beside a live gateway, a second `run` on one state
 //! directory, a graceful upgrade under lead load, and instances killed with
-//! SIGKILL mid-load on shared Redis state, for every backend kind that
+//! SIGKILL mid-load on shared state (Redis counters, leads and idempotency
+//! records in PostgreSQL), for every backend kind that
 //! sends leads. Every test counts leads at the sink: one per key, and the
 //! lead id the client was told.
 
@@ -357,7 +358,7 @@ fn upgrade_under_lead_load_loses_and_duplicates_nothing() {
     assert_eq!(by_key.len(), told.len(), "leads nobody was told about");
 }
 
-// ---- 2. instances killed mid-load on shared Redis state ---------------------------------------
+// ---- 2. instances killed mid-load on shared Redis + PostgreSQL ------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Sink {
@@ -372,17 +373,26 @@ const LEASE_MS: u64 = 1500;
 const KEYS_PER_ROUND: usize = 36;
 const ROUNDS: usize = 3;
 
-fn shared_state(redis: &Redis, prefix: &str) -> String {
+/// Redis counters and the lead store on `pg`, shared by every instance.
+fn shared_state(redis: &Redis, prefix: &str, pg: &PgServer) -> String {
     format!(
-        "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\nredis_prefix = \"{prefix}\"\nclaim_lease_ms = {LEASE_MS}\n",
-        redis.port
+        "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/\"\nredis_prefix = \"{prefix}\"\nclaim_lease_ms = {LEASE_MS}\n{}",
+        redis.port,
+        pg.state_toml()
     )
 }
 
-fn config_for(sink: Sink, redis: &Redis, prefix: &str, peer: Option<&Peer>) -> String {
-    let state = shared_state(redis, prefix);
+fn config_for(
+    sink: Sink,
+    redis: &Redis,
+    prefix: &str,
+    pg: &PgServer,
+    peer: Option<&Peer>,
+) -> String {
+    let state = shared_state(redis, prefix, pg);
     match sink {
         Sink::Embedded => config_with("", "", "")
+            .replace("lead_store = \"sqlite\"\n", "")
             .replace("backend = \"local\"\n", &state)
             .replace("redis_prefix = \"aapgw:\"\n", "")
             .replace("claim_lease_ms = 60000\n", "")
@@ -404,14 +414,9 @@ fn config_for(sink: Sink, redis: &Redis, prefix: &str, peer: Option<&Peer>) -> S
 
 /// One sink line: the key it was sent under (the client's key for the
 /// embedded dealer, `gw-<idempotency_ref>` at an upstream) and its lead id.
-fn sink_lines(
-    sink: Sink,
-    redis: &Redis,
-    prefix: &str,
-    peer: Option<&Peer>,
-) -> Vec<(String, String)> {
+fn sink_lines(sink: Sink, pg: &PgServer, peer: Option<&Peer>) -> Vec<(String, String)> {
     let records = match sink {
-        Sink::Embedded => redis.list(&format!("{prefix}leads:demo-toyota")),
+        Sink::Embedded => pg.leads("demo-toyota"),
         _ => peer.unwrap().leads(),
     };
     records
@@ -429,7 +434,7 @@ fn sink_lines(
         .collect()
 }
 
-/// Two instances on one Redis; leads with distinct keys through A from
+/// Two instances on one Redis and one PostgreSQL; leads with distinct keys through A from
 /// concurrent clients; A killed with SIGKILL mid-load; every key without a
 /// final answer retried through B (before and after the claim lease) until
 /// it has one; several rounds. At the sink: never two leads for one key,
@@ -438,6 +443,7 @@ fn sink_lines(
 /// are resolved by the operator endpoint from the sink, then answered.
 fn crash_rounds(sink: Sink) {
     let redis = Redis::start();
+    let pg = PgServer::start();
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
     let peer = match sink {
         Sink::Embedded => None,
@@ -448,14 +454,11 @@ fn crash_rounds(sink: Sink) {
             &[("AAP_A2A_TOKEN", A2A_TOKEN)],
         )),
     };
-    let cfg = config_for(sink, &redis, &prefix, peer.as_ref());
+    let cfg = config_for(sink, &redis, &prefix, &pg, peer.as_ref());
     let b = Gateway::start_with(&cfg);
     let mut told: HashMap<String, String> = HashMap::new();
     let mut unknown: Vec<(String, String)> = Vec::new();
     let mut killed_mid_call = 0;
-    // The embedded dealer's local leads files of every instance (a copy of
-    // the leads recorded in Redis): never two lines for one key either.
-    let mut local_copies: HashMap<String, Vec<String>> = HashMap::new();
     for round in 0..ROUNDS {
         let mut a = Gateway::start_with(&cfg);
         let a_port = a.port;
@@ -523,9 +526,6 @@ fn crash_rounds(sink: Sink) {
                 ),
             }
         }
-        for (k, ids) in leads_by_key(&a.state) {
-            local_copies.entry(k).or_default().extend(ids);
-        }
         drop(a);
     }
     assert!(killed_mid_call > 0, "no call was cut by the kill");
@@ -536,7 +536,7 @@ fn crash_rounds(sink: Sink) {
     // The operator resolves each unknown key from the sink: the upstream got
     // it (lead id) or it did not (release, and the retry sends it).
     for (key, r) in &unknown {
-        let at_sink = sink_lines(sink, &redis, &prefix, peer.as_ref())
+        let at_sink = sink_lines(sink, &pg, peer.as_ref())
             .into_iter()
             .find(|(k, _)| *k == format!("gw-{r}"));
         let query = match &at_sink {
@@ -564,27 +564,11 @@ fn crash_rounds(sink: Sink) {
     for (key, id) in &told {
         assert_eq!(submit(a.port, key), Answer::Lead(id.clone()), "key {key}");
     }
+    // Nothing of the lead path is on an instance's disk.
     for gw in [&a, &b] {
-        for (k, ids) in leads_by_key(&gw.state) {
-            local_copies.entry(k).or_default().extend(ids);
-        }
+        assert!(leads_by_key(&gw.state).is_empty());
     }
-    let twice: Vec<_> = local_copies
-        .iter()
-        .filter(|(_, ids)| ids.len() > 1)
-        .collect();
-    assert!(
-        twice.is_empty(),
-        "keys with two leads in the leads files: {twice:?}"
-    );
-    for (k, ids) in &local_copies {
-        assert_eq!(
-            told.get(k),
-            ids.first(),
-            "key {k}: the leads file holds another lead id"
-        );
-    }
-    let lines = sink_lines(sink, &redis, &prefix, peer.as_ref());
+    let lines = sink_lines(sink, &pg, peer.as_ref());
     let mut per_key: HashMap<&str, usize> = HashMap::new();
     let mut ids = HashSet::new();
     for (k, id) in &lines {
@@ -636,14 +620,22 @@ fn non_deduplicating_a2a_upstream_is_never_resent() {
 
 /// A key in flight is retryable with `retry_after_ms`; a key whose attempt
 /// was interrupted after its intent is not retryable and carries the
-/// resolution path. Driven on Redis: a claim is planted as a crashed
-/// instance leaves it.
+/// resolution path. Driven on the lead store (PostgreSQL, shared with
+/// Redis counters): a claim is planted as a crashed instance leaves it.
 #[test]
 fn outcome_unknown_payloads_are_consistent() {
     let redis = Redis::start();
+    let pg = PgServer::start();
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
     let peer = Peer::start(PeerKind::StrictMcp, &[], &[]);
-    let cfg = config_for(Sink::Mcp { dedupes: false }, &redis, &prefix, Some(&peer)).replace(
+    let cfg = config_for(
+        Sink::Mcp { dedupes: false },
+        &redis,
+        &prefix,
+        &pg,
+        Some(&peer),
+    )
+    .replace(
         &format!("claim_lease_ms = {LEASE_MS}"),
         "claim_lease_ms = 20000",
     );
@@ -659,35 +651,37 @@ fn outcome_unknown_payloads_are_consistent() {
         .unwrap()
         .to_owned();
     let r = fwd.trim_start_matches("gw-").to_owned();
-    let record = format!("{prefix}idem:{r}");
-    let get = || {
-        let out = Command::new("redis-cli")
-            .args(["-p", &redis.port.to_string(), "--raw", "GET", &record])
-            .output()
-            .unwrap();
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
-    let done = get();
-    let set = |v: &Value| {
-        let out = Command::new("redis-cli")
-            .args([
-                "-p",
-                &redis.port.to_string(),
-                "SET",
-                &record,
-                &v.to_string(),
-            ])
-            .stderr(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+    let fp = pg.query(&format!("SELECT fp FROM idem WHERE key = '{r}'"));
+    assert_eq!(fp.len(), 1, "the record is in the lead store: {fp:?}");
+    let out = Command::new("redis-cli")
+        .args([
+            "-p",
+            &redis.port.to_string(),
+            "--raw",
+            "--scan",
+            "--pattern",
+        ])
+        .arg(format!("{prefix}*"))
+        .output()
+        .unwrap();
+    let keys = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        keys.lines()
+            .all(|k| k.starts_with(&format!("{prefix}bucket:"))),
+        "Redis holds counters only: {keys}"
+    );
+    // Plant the claim a crashed instance leaves (the fingerprint stays).
+    let set = |state: &str, lease_until: u64| {
+        pg.query(&format!(
+            "UPDATE idem SET state = '{state}', claim = 'x', lease_until = {lease_until}, result = NULL WHERE key = '{r}'"
+        ));
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
     // In flight: a live lease of another attempt.
-    set(&json!({"st": "sending", "fp": done["fp"], "owner": "x", "lease": now + 60_000}));
+    set("sending", now + 60_000);
     let Answer::Error(code, sc) = submit(gw.port, &key) else {
         panic!("expected an error")
     };
@@ -698,7 +692,7 @@ fn outcome_unknown_payloads_are_consistent() {
         "{sc}"
     );
     // Interrupted after its intent (lease passed): unknown, not retryable.
-    set(&json!({"st": "sending", "fp": done["fp"], "owner": "x", "lease": now - 1}));
+    set("sending", now - 1);
     let Answer::Error(code, sc) = submit(gw.port, &key) else {
         panic!("expected an error")
     };
@@ -712,7 +706,7 @@ fn outcome_unknown_payloads_are_consistent() {
         .contains("/idempotency/resolve"));
     assert_eq!(peer.leads().len(), 1, "nothing was resent");
     // Claimed but no intent (a crash before sending): claimed afresh.
-    set(&json!({"st": "claimed", "fp": done["fp"], "owner": "x", "lease": now - 1}));
+    set("claimed", now - 1);
     assert!(matches!(submit(gw.port, &key), Answer::Lead(_)));
     assert_eq!(peer.leads().len(), 1, "the upstream deduplicated the key");
     // Bad operator requests change nothing.

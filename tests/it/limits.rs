@@ -1,4 +1,4 @@
-//! HTTP-level throttling, shared state on a real Redis, and hardening
+//! HTTP-level throttling, shared counters on a real Redis, and hardening
 //! limits (oversized heads, slow heads and bodies, idle connections).
 
 use crate::support::*;
@@ -43,12 +43,16 @@ fn two_instances_share_one_redis_budget_and_idempotency() {
 }
 
 /// Two gateways on one Redis deployment of `kind` (also run against a TLS
-/// Redis and a Redis Cluster by `redis_cluster`): one lead through A is
-/// replayed by B, and one tenant budget is shared.
+/// Redis and a Redis Cluster by `redis_cluster`) and one PostgreSQL lead
+/// store: one lead through A is replayed by B, and one tenant budget is
+/// shared. Redis holds the budget only; the lead and its idempotency
+/// record are in PostgreSQL.
 pub(crate) fn two_instances_share_budget_and_idempotency(kind: RedisKind) {
     let redis = RedisDeployment::start(kind);
+    let pg = PgServer::start();
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
     let cfg = config_with("", "", "")
+        .replace("lead_store = \"sqlite\"\n", &pg.state_toml())
         .replace("redis_prefix = \"aapgw:\"\n", "")
         .replace("backend = \"local\"\n", &redis.state_toml(&prefix))
         .replace(
@@ -62,9 +66,12 @@ pub(crate) fn two_instances_share_budget_and_idempotency(kind: RedisKind) {
     let (_, first) = a.call_sc("aap_lead_submit", lead(&key));
     let (err, again) = b.call_sc("aap_lead_submit", lead(&key));
     assert!(!err, "{again}");
-    assert_eq!(first, again, "instance B replays A's result from Redis");
-    assert_eq!(leads_in(&a.state) + leads_in(&b.state), 1);
-    let recorded = redis.list(&redis.leads_key(&prefix, "demo-toyota"));
+    assert_eq!(
+        first, again,
+        "instance B replays A's result from PostgreSQL"
+    );
+    assert_eq!(leads_in(&a.state) + leads_in(&b.state), 0, "no local copy");
+    let recorded = pg.leads("demo-toyota");
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0]["lead_id"], first["data"]["lead_id"]);
     // 2 requests used; 4 more fit in the shared budget, then both refuse.
@@ -73,6 +80,13 @@ pub(crate) fn two_instances_share_budget_and_idempotency(kind: RedisKind) {
     }
     assert_eq!(list(&a).status, 429);
     assert_eq!(list(&b).status, 429);
+    // Redis holds the counters only (every node, on a Cluster).
+    for port in &redis.ports {
+        let keys = redis.cli_at(*port, &["--scan", "--pattern", &format!("{prefix}*")]);
+        for k in keys.lines().filter(|k| !k.trim().is_empty()) {
+            assert!(k.starts_with(&format!("{prefix}bucket:")), "{k} in Redis");
+        }
+    }
     drop(redis);
 }
 

@@ -1,5 +1,5 @@
-//! Shared state on a real Redis Cluster (three masters, three replicas) and on a TLS-only
-//! Redis with the test CA: the two-instance tests again, a master failover, Redis's clock.
+//! Shared counters on a real Redis Cluster (three masters, three replicas) and on a TLS-only
+//! Redis with the test CA, leads on PostgreSQL: two instances, a master failover, Redis's clock.
 
 use crate::lead_path::{submit, submit_until_final, Answer};
 use crate::support::*;
@@ -19,9 +19,11 @@ fn two_instances_share_a_budget_and_a_lead_over_tls() {
     crate::limits::two_instances_share_budget_and_idempotency(RedisKind::Tls);
 }
 
-/// The embedded dealer on `redis`, with `state_extra` lines in `[state]`.
-fn embedded_on(redis: &RedisDeployment, prefix: &str, state_extra: &str) -> String {
+/// The embedded dealer with counters on `redis` and leads on `pg`, with
+/// `state_extra` lines in `[state]`.
+fn embedded_on(redis: &RedisDeployment, prefix: &str, pg: &PgServer, state_extra: &str) -> String {
     config_with("", "", "")
+        .replace("lead_store = \"sqlite\"\n", &pg.state_toml())
         .replace("redis_prefix = \"aapgw:\"\n", "")
         .replace("claim_lease_ms = 60000\n", "")
         .replace(
@@ -34,22 +36,30 @@ fn embedded_on(redis: &RedisDeployment, prefix: &str, state_extra: &str) -> Stri
 const KEYS: usize = 60;
 
 /// Leads go in through two gateways while the master holding the tenant's
-/// hash slot is killed with SIGKILL; its replica is promoted. Every key is
-/// retried until it has a lead id; then every lead is in the tenant's list
-/// exactly once, with the id its client was told, and a retry of any key
-/// through either gateway answers that same id.
+/// budget is killed with SIGKILL; its replica is promoted. The leads are
+/// in PostgreSQL, not Redis: every key is retried until it has a lead id;
+/// then every lead is stored exactly once, with the id its client was told,
+/// a retry of any key through either gateway answers that same id, and the
+/// tenant budget keeps counting on the promoted master.
 #[test]
 fn a_master_failover_loses_and_duplicates_no_lead() {
     let mut redis = RedisDeployment::start(RedisKind::Cluster);
+    let pg = PgServer::start();
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
     let cfg = embedded_on(
         &redis,
         &prefix,
-        "redis_wait_replicas = 1\nredis_command_timeout_ms = 3000\nclaim_lease_ms = 1500\n",
+        &pg,
+        "redis_command_timeout_ms = 3000\nclaim_lease_ms = 1500\n",
+    )
+    .replace(
+        "tenant_per_second = 0.0\ntenant_burst = 0",
+        "tenant_per_second = 0.001\ntenant_burst = 100000",
     );
     let a = Gateway::start_with(&cfg);
     let b = Gateway::start_with(&cfg);
-    let victim = redis.master_of("{demo-toyota}");
+    let bucket = format!("{prefix}bucket:rl:tenant:demo-toyota");
+    let victim = redis.master_of(&bucket);
     let keys: Vec<String> = (0..KEYS)
         .map(|i| format!("fo-{i}-{}", uuid::Uuid::new_v4().simple()))
         .collect();
@@ -75,7 +85,7 @@ fn a_master_failover_loses_and_duplicates_no_lead() {
     });
     let alive = redis.alive();
     redis.wait_cluster_ok(&alive, Duration::from_secs(30));
-    let promoted = redis.master_of("{demo-toyota}");
+    let promoted = redis.master_of(&bucket);
     assert_ne!(promoted, victim, "the replica took over the slot");
     let told = told.into_inner().unwrap();
     let mut ids: HashMap<String, String> = HashMap::new();
@@ -99,7 +109,7 @@ fn a_master_failover_loses_and_duplicates_no_lead() {
             "{key}"
         );
     }
-    let recorded = redis.list(&redis.leads_key(&prefix, "demo-toyota"));
+    let recorded = pg.leads("demo-toyota");
     let mut per_key: HashMap<String, Vec<String>> = HashMap::new();
     for r in &recorded {
         per_key
@@ -115,6 +125,25 @@ fn a_master_failover_loses_and_duplicates_no_lead() {
     assert_eq!(recorded.len(), KEYS, "leads nobody was told about");
     let distinct: HashSet<_> = ids.values().collect();
     assert_eq!(distinct.len(), KEYS);
+    // The budget keeps counting on the promoted master (a failover may
+    // forget some takes: counters are loss-tolerant).
+    let tokens = || -> f64 {
+        redis
+            .cli_at(promoted, &["HGET", &bucket, "t"])
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("bucket {bucket} on {promoted}: {e}"))
+    };
+    let list = |gw: &Gateway| gw.rpc(&[], &modern("tools/list", json!({}))).status;
+    assert_eq!(list(&a), 200);
+    let before = tokens();
+    assert_eq!(list(&a), 200);
+    assert_eq!(list(&b), 200);
+    let after = tokens();
+    assert!(
+        before - after > 1.5 && before - after < 2.5,
+        "two takes: {before} -> {after}"
+    );
 }
 
 /// Buckets are stamped with Redis's clock (`TIME` inside the script), not
@@ -125,7 +154,8 @@ fn a_master_failover_loses_and_duplicates_no_lead() {
 fn buckets_run_on_the_redis_clock() {
     let redis = RedisDeployment::start(RedisKind::Single);
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
-    let cfg = embedded_on(&redis, &prefix, "").replace(
+    let pg = PgServer::start();
+    let cfg = embedded_on(&redis, &prefix, &pg, "").replace(
         "tenant_per_second = 0.0\ntenant_burst = 0",
         "tenant_per_second = 0.01\ntenant_burst = 6",
     );
@@ -183,7 +213,8 @@ fn skewed_instances_share_one_budget() {
     };
     let redis = RedisDeployment::start(RedisKind::Single);
     let prefix = format!("t{}:", uuid::Uuid::new_v4().simple());
-    let cfg = embedded_on(&redis, &prefix, "").replace(
+    let pg = PgServer::start();
+    let cfg = embedded_on(&redis, &prefix, &pg, "").replace(
         "tenant_per_second = 0.0\ntenant_burst = 0",
         "tenant_per_second = 0.01\ntenant_burst = 6",
     );

@@ -1,5 +1,5 @@
-//! The shared-state port: idempotency claims, lead records and token buckets behind one trait.
-//! Owns the claim protocol's types; the stores (local file log, Redis) live in the gateway crate.
+//! The shared-state port: idempotency claims and token buckets behind one trait.
+//! Owns the claim protocol's types; the stores (lead store, counters) live in the gateway crate.
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -79,18 +79,6 @@ pub enum Resolved {
     InFlight,
 }
 
-/// What recording a lead in the shared store found (embedded dealer with
-/// shared state: the record and the claim's completion are one step).
-#[derive(Debug, Clone, PartialEq)]
-pub enum LeadRecorded {
-    /// Recorded now, and the key completed with this result.
-    Recorded,
-    /// The key had completed already (a lead was recorded): this result.
-    Replay(Value),
-    /// The claim was taken over by another attempt: nothing was recorded.
-    Lost,
-}
-
 /// The outcome of taking a token from a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Take {
@@ -146,30 +134,8 @@ pub trait SharedState: Send + Sync + std::fmt::Debug {
         key: &str,
         resolution: &Resolution,
     ) -> Result<Resolved, StateError>;
-    /// Record a lead in the shared store atomically with the completion of
-    /// `claim` (embedded dealer on shared state). Stores without that
-    /// ability answer an error.
-    async fn record_lead(
-        &self,
-        _tenant: &str,
-        _key: &str,
-        _claim: &Claim,
-        _lead: &Value,
-        _result: &Value,
-    ) -> Result<LeadRecorded, StateError> {
-        Err(StateError(
-            "this state backend does not record leads".into(),
-        ))
-    }
     /// Take one token from the bucket `key`.
     async fn take(&self, key: &str, bucket: Bucket) -> Result<Take, StateError>;
-    /// The same store as seen by one tenant's lead path, for stores that
-    /// place a tenant's idempotency records beside its leads (Redis Cluster:
-    /// one hash slot per tenant, so recording a lead and completing its
-    /// claim stay one atomic script). `None`: this store is used as it is.
-    fn for_tenant(&self, _tenant: &str) -> Option<std::sync::Arc<dyn SharedState>> {
-        None
-    }
     /// Name for logs and metrics.
     fn kind(&self) -> &'static str;
 }

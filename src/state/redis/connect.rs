@@ -24,13 +24,8 @@ pub struct RedisOptions {
     /// `state.redis_ca_file`, resolved against the config directory.
     pub ca_file: Option<PathBuf>,
     pub prefix: String,
-    /// `state.claim_lease_ms`.
-    pub lease_ms: u64,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
-    /// `state.redis_wait_replicas`: after each lead-path write, wait until
-    /// this many replicas have it (bounded by the command timeout).
-    pub wait_replicas: u32,
 }
 
 impl std::fmt::Debug for RedisOptions {
@@ -54,10 +49,8 @@ impl RedisOptions {
                 .unwrap_or_default(),
             ca_file: s.redis_ca_file.as_ref().map(|p| c.resolve(p)),
             prefix: s.redis_prefix.clone(),
-            lease_ms: s.claim_lease_ms,
             connect_timeout: Duration::from_millis(s.redis_connect_timeout_ms),
             command_timeout: Duration::from_millis(s.redis_command_timeout_ms),
-            wait_replicas: s.redis_wait_replicas,
         }
     }
 

@@ -111,6 +111,16 @@ impl PgServer {
         )
     }
 
+    /// The leads of record of `tenant`, oldest first.
+    pub fn leads(&self, tenant: &str) -> Vec<serde_json::Value> {
+        self.query(&format!(
+            "SELECT record FROM leads WHERE tenant = '{tenant}' ORDER BY received_at, lead_id"
+        ))
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("a stored lead is JSON"))
+        .collect()
+    }
+
     /// Rows of a query (psql, tab-separated, no header).
     pub fn query(&self, sql: &str) -> Vec<String> {
         let out = Command::new(format!("{BIN}/psql"))

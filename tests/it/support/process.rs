@@ -130,8 +130,17 @@ impl Gateway {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Gateway {
-        let port = free_port();
-        let admin = free_port();
+        Self::launch_on(config, state, (free_port(), free_port()), extra, env)
+    }
+
+    /// Like [`Gateway::launch_with_env`], on the given (listen, admin) ports.
+    fn launch_on(
+        config: PathBuf,
+        state: PathBuf,
+        (port, admin): (u16, u16),
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let log = state.join(format!("gateway-{port}.log"));
         // A config may name the listener's own port as `@PORT@` (a public
         // URL that a client follows, e.g. the Agent Card's A2A interface):
@@ -257,6 +266,33 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// One step of a rolling restart: SIGTERM, wait for the exit (drain and
+    /// grace, at most `within`; it must exit 0), then start again on the same
+    /// config, state directory and ports (the old log kept as `*.log.1`).
+    pub fn restart_graceful(mut self, within: Duration) -> Gateway {
+        let mut child = self.child.take().expect("a running gateway");
+        signal(child.id(), "TERM");
+        let status = wait_exit(&mut child, within);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "SIGTERM: {status:?}; log:\n{}",
+            self.logs()
+        );
+        let old = self.log.clone();
+        let (config, state, ports) = (
+            self.config.clone(),
+            self.state.clone(),
+            (self.port, self.admin),
+        );
+        // The state directory stays for the next process.
+        std::mem::forget(self);
+        // The next process writes the same file name: keep this one's log.
+        std::fs::rename(&old, old.with_extension("log.1")).ok();
+        Gateway::launch_on(config, state, ports, &[], &[])
+    }
+}
+
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.kill9();
@@ -324,27 +360,6 @@ impl Redis {
         redis.child.kill().ok();
         redis.child.wait().ok();
         panic!("redis did not start");
-    }
-
-    /// Every element of the list `key`.
-    pub fn list(&self, key: &str) -> Vec<serde_json::Value> {
-        let out = std::process::Command::new("redis-cli")
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "--raw",
-                "LRANGE",
-                key,
-                "0",
-                "-1",
-            ])
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 }
 

@@ -212,7 +212,8 @@ impl RedisDeployment {
         }
     }
 
-    /// The `[state]` lines for a gateway on this deployment.
+    /// The `[state]` lines for a gateway's counters on this deployment (its
+    /// leads need a shared lead store too: `PgServer::state_toml`).
     pub fn state_toml(&self, prefix: &str) -> String {
         let url = match self.kind {
             RedisKind::Single => format!("redis://127.0.0.1:{}/", self.ports[0]),
@@ -235,14 +236,6 @@ impl RedisDeployment {
             ));
         }
         s
-    }
-
-    /// The list of a tenant's leads (the embedded dealer on Redis state).
-    pub fn leads_key(&self, prefix: &str, tenant: &str) -> String {
-        match self.kind {
-            RedisKind::Cluster => format!("{prefix}{{{tenant}}}:leads"),
-            _ => format!("{prefix}leads:{tenant}"),
-        }
     }
 
     /// `redis-cli` against node `port` (TLS with the test CA when needed).
@@ -271,15 +264,6 @@ impl RedisDeployment {
             .find(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
             .expect("a live redis node");
         self.cli_at(port, args)
-    }
-
-    /// Every element of the list `key`.
-    pub fn list(&self, key: &str) -> Vec<serde_json::Value> {
-        self.cli(&["LRANGE", key, "0", "-1"])
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 
     /// The ports of the Cluster's current masters.

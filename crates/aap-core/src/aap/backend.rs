@@ -20,8 +20,8 @@ pub struct SkillCall<'a> {
     /// Stable reference of the idempotency record for `lead.submit`, so a
     /// backend that can deduplicate does so across gateway restarts.
     pub idempotency_ref: Option<&'a str>,
-    /// The caller's claim of that record (the embedded dealer on shared
-    /// state completes it atomically with the lead's record).
+    /// The caller's claim of that record (the embedded dealer completes it
+    /// in the lead store's transaction that records the lead).
     pub claim: Option<&'a crate::state::Claim>,
     /// What the client's request carries for a forwarding backend.
     pub forward: &'a Forward,
@@ -104,6 +104,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// which lets the gateway safely re-execute a lead whose earlier attempt
     /// was interrupted by a crash.
     fn dedupes_leads(&self) -> bool {
+        false
+    }
+
+    /// True when the backend records a lead in the same transaction that
+    /// completes the caller's claim, fenced by it (the embedded dealer on the
+    /// lead store): nothing leaves before that commit, so a crash before it
+    /// left nothing and the intent record is not needed (one durable commit
+    /// fewer per lead).
+    fn commits_with_claim(&self) -> bool {
         false
     }
 

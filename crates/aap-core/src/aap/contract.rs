@@ -226,8 +226,15 @@ impl Contract {
             return Ok(limited);
         }
         // Intent before anything leaves: a crash from here on is an
-        // interrupted attempt of unknown outcome, never silently re-run.
-        match self.state.idem_intent(&record, &claim).await {
+        // interrupted attempt of unknown outcome, never silently re-run. A
+        // backend that commits the lead with the claim's completion sends
+        // nothing outside that commit: no intent to record.
+        let intent = if self.backend.commits_with_claim() {
+            Ok(true)
+        } else {
+            self.state.idem_intent(&record, &claim).await
+        };
+        match intent {
             Ok(true) => {}
             Ok(false) => {
                 // The claim was taken over (its lease passed): another attempt

@@ -907,7 +907,7 @@ mod tests {
         let text = |redis: &str, bearer: &str| {
             format!(
                 "[server]\nlisten = \"127.0.0.1:1\"\nadmin_listen = \"127.0.0.1:2\"\nadmin_token = {{ env = \"AAP_CFG_TEST_ADMIN\" }}\n\
-                 [state]\nbackend = \"redis\"\nredis_url = {redis}\n\
+                 [state]\nbackend = \"redis\"\nredis_url = {redis}\nlead_store = \"postgres\"\npostgres_url = \"postgres://gw@127.0.0.1/leads\"\n\
                  [[tenants]]\nid = \"e\"\npath = \"/e/mcp\"\n[tenants.backend]\nkind = \"embedded\"\ninventory = \"i.json\"\ndealer = \"d.json\"\ncursor_secret = {{ file = \"secrets/cursor\" }}\n\
                  [[tenants]]\nid = \"m\"\npath = \"/m/mcp\"\n[tenants.backend]\nkind = \"mcp\"\npeers = [\"http://127.0.0.1:1\"]\nbearer_token = {bearer}\n\
                  [[tenants]]\nid = \"a\"\npath = \"/a/mcp\"\n[tenants.backend]\nkind = \"a2a\"\npeers = [\"http://127.0.0.1:1\"]\nbearer_token = \"inline-a2a-token\"\n\

@@ -10,6 +10,10 @@ use super::{
 use crate::auth::AuthConfig;
 use std::collections::HashSet;
 
+/// The refusal of Redis state with the embedded SQLite lead store: each
+/// instance would keep its own leads and idempotency records.
+pub const LEAD_STORE_SPLIT: &str = "state.lead_store: with state.backend = \"redis\" (several instances) leads must be in a shared store: set state.lead_store = \"postgres\" and state.postgres_url";
+
 /// Names a key of tenant `i`: `tenants[i].<key>`.
 type At<'a> = &'a dyn Fn(&str) -> String;
 
@@ -229,6 +233,11 @@ impl Config {
     /// `[state]`'s lead store keys.
     fn validate_lead_store(&self) -> Result<(), String> {
         let s = &self.state;
+        // Redis holds counters only: leads and their idempotency records
+        // must be in one store every instance shares.
+        if s.backend == StateBackend::Redis && s.lead_store == LeadStoreKind::Sqlite {
+            return Err(LEAD_STORE_SPLIT.into());
+        }
         match (s.lead_store, &s.postgres_url) {
             (LeadStoreKind::Postgres, None) => {
                 return Err(
@@ -1035,6 +1044,38 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn redis_state_needs_a_shared_lead_store() {
+        let shipped = include_str!("../../../../gateway.toml");
+        let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../gateway.toml");
+        let parse = |text: &str| Config::parse(text, &at);
+        let redis = shipped.replace(
+            "backend = \"local\"\n",
+            "backend = \"redis\"\nredis_url = \"redis://127.0.0.1:6379/\"\n",
+        );
+        assert_ne!(redis, shipped);
+        // Redis counters with each instance's own SQLite: refused, naming the key.
+        let e = parse(&redis).unwrap_err().to_string();
+        assert!(e.contains(LEAD_STORE_SPLIT), "{e}");
+        assert!(e.contains("state.lead_store") && e.contains("state.postgres_url"));
+        // Leads on PostgreSQL: accepted.
+        let pg = redis.replace(
+            "lead_store = \"sqlite\"\n",
+            "lead_store = \"postgres\"\npostgres_url = \"postgres://gw@127.0.0.1/leads\"\n",
+        );
+        assert_ne!(pg, redis);
+        let cfg = parse(&pg).expect("redis counters, postgres leads");
+        assert_eq!(cfg.state.backend, StateBackend::Redis);
+        assert_eq!(cfg.state.lead_store, LeadStoreKind::Postgres);
+        // One instance: SQLite, and also PostgreSQL with local counters.
+        parse(shipped).expect("local, sqlite");
+        parse(&shipped.replace(
+            "lead_store = \"sqlite\"\n",
+            "lead_store = \"postgres\"\npostgres_url = \"postgres://gw@127.0.0.1/leads\"\n",
+        ))
+        .expect("local, postgres");
     }
 
     #[test]
