@@ -9,27 +9,9 @@ pub mod smtp;
 pub mod webhook;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-/// An accepted lead as the outbox stores it and every sink receives it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Lead {
-    /// `lead_…`, the id the agent was answered with; sinks send it so the
-    /// receiver can deduplicate a delivery that is repeated after a crash.
-    pub lead_id: String,
-    pub tenant: String,
-    /// RFC 3339, when the gateway accepted the lead.
-    pub received_at: String,
-    /// The validated `aap_lead_submit` arguments.
-    pub request: Value,
-    /// The dealer profile (`aap_dealer_information` data) at acceptance.
-    pub dealer: Value,
-    /// The listed vehicle the lead names (by VIN, stock or vehicle id),
-    /// resolved from inventory at acceptance, when there is one.
-    #[serde(default)]
-    pub vehicle: Option<Value>,
-}
+/// The lead record is the store's (its owner); sinks receive it as it is stored.
+pub use crate::store::Lead;
 
 /// Why one delivery attempt failed. Neither variant carries customer data:
 /// the text names the sink, the status or the transport error only.

@@ -16,13 +16,32 @@ pub mod schema;
 pub mod sql;
 pub mod sqlite;
 
-use crate::leads::Lead;
 use crate::state::{Begin, Bucket, Claim, Resolution, Resolved, SharedState, StateError, Take};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+
+/// An accepted lead as the store keeps it and every sink receives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lead {
+    /// `lead_…`, the id the agent was answered with; sinks send it so the
+    /// receiver can deduplicate a delivery that is repeated after a crash.
+    pub lead_id: String,
+    pub tenant: String,
+    /// RFC 3339, when the gateway accepted the lead.
+    pub received_at: String,
+    /// The validated `aap_lead_submit` arguments.
+    pub request: Value,
+    /// The dealer profile (`aap_dealer_information` data) at acceptance.
+    pub dealer: Value,
+    /// The listed vehicle the lead names (by VIN, stock or vehicle id),
+    /// resolved from inventory at acceptance, when there is one.
+    #[serde(default)]
+    pub vehicle: Option<Value>,
+}
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("lead store: {0}")]
