@@ -9,6 +9,7 @@ use super::Inventory;
 use crate::aap::schemas::SchemaSet;
 use crate::config::{EmbeddedBackendConfig, FeedConfig, Secret};
 use crate::feed::{self, Format, Mapping, Policy};
+use crate::file_stamp::{stamp, Stamp};
 use arc_swap::ArcSwapOption;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -109,15 +110,6 @@ impl SourceSpec {
             }
         }
     }
-}
-
-/// What identifies one version of a file: size, modification time, inode.
-type Stamp = Option<(u64, std::time::SystemTime, u64)>;
-
-fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
 /// What one look at a source found.
