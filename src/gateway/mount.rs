@@ -134,10 +134,11 @@ impl<'a> Mount<'a> {
         admitted: Admitted,
         ctx: &mut RequestCtx,
     ) -> HttpResponse {
+        let auth = self.auth();
         let caller = Caller {
             scope: &admitted.scope,
-            private: self.auth().is_some(),
-            auth: self.auth(),
+            private: auth.is_some(),
+            auth,
             principal: admitted.principal.as_ref(),
         };
         match self {

@@ -135,7 +135,7 @@ impl<T> FrameGuard<T> {
             return false;
         }
         let h = &self.unread[..9];
-        let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+        let len = payload_len(h);
         let (kind, flags) = (h[3], h[4]);
         let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
         if len > self.max_frame {
@@ -155,7 +155,7 @@ impl<T> FrameGuard<T> {
         match kind {
             RST_STREAM | WINDOW_UPDATE if len != 4 => self.fail(FRAME_SIZE_ERROR),
             PING if len != 8 => self.fail(FRAME_SIZE_ERROR),
-            SETTINGS if len % 6 != 0 || (flags & ACK != 0 && len != 0) => {
+            SETTINGS if !len.is_multiple_of(6) || (flags & ACK != 0 && len != 0) => {
                 self.fail(FRAME_SIZE_ERROR)
             }
             // §6.3: a stream error; the frame carries nothing `h2` needs.
@@ -328,6 +328,11 @@ impl<T: AsyncWrite + Unpin> FrameGuard<T> {
     }
 }
 
+/// The payload length a 9-byte frame header announces (24 bits, RFC 9113 §4.1).
+fn payload_len(head: &[u8]) -> usize {
+    (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2])
+}
+
 fn remember(list: &mut VecDeque<u32>, stream: u32) {
     if list.len() == ENDED_MEMORY {
         list.pop_front();
@@ -479,9 +484,7 @@ impl OutFrames {
             self.head_len += n;
             bytes = &bytes[n..];
             if self.head_len == 9 {
-                let h = &self.head;
-                self.payload_left =
-                    (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+                self.payload_left = payload_len(&self.head);
                 self.head_len = 0;
             }
         }

@@ -444,12 +444,9 @@ fn idle_and_draining_connections_end_with_goaway() {
     );
 }
 
-/// The SSE path on HTTP/2: a tools/call with a progress token to a streaming MCP upstream
-/// gets `text/event-stream` on its stream, the first progress event arriving while the
-/// upstream still holds its result (it waits for a file the test writes after that event).
-#[test]
-fn sse_progress_streams_on_an_http2_stream() {
-    let hold = temp_dir("h2hold").join("release");
+/// A gateway on h2c in front of a streaming MCP upstream that holds its result after the
+/// first progress event until the file `hold` exists.
+fn held_sse_gateway(hold: &Path) -> (Peer, Gateway) {
     let hold_arg = hold.display().to_string();
     let peer = Peer::start(
         PeerKind::StrictMcp,
@@ -461,30 +458,54 @@ fn sse_progress_streams_on_an_http2_stream() {
         peer.url()
     );
     let config = forwarding_config(&backend).replacen("[server]\n", "[server]\nh2c = true\n", 1);
-    let gw = Gateway::start_with(&config);
+    (peer, Gateway::start_with(&config))
+}
+
+/// A search `tools/call` with `progress_token` on a new HTTP/2 connection: the answer's head
+/// (waited for), the stream's sending half, and the connection (kept open by the caller).
+async fn held_search(
+    port: u16,
+    progress_token: &str,
+) -> (
+    h2::client::SendRequest<Bytes>,
+    Driver,
+    http::Response<h2::RecvStream>,
+    h2::SendStream<Bytes>,
+) {
+    let (send, driver, _) = connect(port).await;
+    let mut call = modern(
+        "tools/call",
+        json!({"name": "aap_inventory_search",
+               "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
+    );
+    call["params"]["_meta"]["progressToken"] = json!(progress_token);
+    let mut send = send.ready().await.unwrap();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(())
+        .unwrap();
+    let (resp, mut tx) = send.send_request(req, false).unwrap();
+    tx.send_data(Bytes::from(call.to_string()), true).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(15), resp)
+        .await
+        .expect("the head while the upstream holds")
+        .unwrap();
+    (send, driver, resp, tx)
+}
+
+/// The SSE path on HTTP/2: a tools/call with a progress token to a streaming MCP upstream
+/// gets `text/event-stream` on its stream, the first progress event arriving while the
+/// upstream still holds its result (it waits for a file the test writes after that event).
+#[test]
+fn sse_progress_streams_on_an_http2_stream() {
+    let hold = temp_dir("h2hold").join("release");
+    let (_peer, gw) = held_sse_gateway(&hold);
     let port = gw.port;
     runtime().block_on(async move {
-        let (send, _driver, _) = connect(port).await;
-        let mut call = modern(
-            "tools/call",
-            json!({"name": "aap_inventory_search",
-                   "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
-        );
-        call["params"]["_meta"]["progressToken"] = json!("h2-live");
-        let mut send = send.ready().await.unwrap();
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(())
-            .unwrap();
-        let (resp, mut tx) = send.send_request(req, false).unwrap();
-        tx.send_data(Bytes::from(call.to_string()), true).unwrap();
-        let resp = tokio::time::timeout(Duration::from_secs(15), resp)
-            .await
-            .expect("the head while the upstream holds")
-            .unwrap();
+        let (_send, _driver, resp, _tx) = held_search(port, "h2-live").await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         assert!(!resp.headers().contains_key("content-length"));
@@ -523,41 +544,10 @@ fn sse_progress_streams_on_an_http2_stream() {
 #[test]
 fn a_reset_streamed_read_is_cancelled() {
     let hold = temp_dir("h2cancel").join("release");
-    let hold_arg = hold.display().to_string();
-    let peer = Peer::start(
-        PeerKind::StrictMcp,
-        &["--sse", "--hold-until", &hold_arg],
-        &[],
-    );
-    let backend = format!(
-        "kind = \"mcp\"\npeers = [{:?}]\npath = \"/mcp\"\nrevision = \"2026-07-28\"\nconnect_timeout_ms = 1000\nrequest_timeout_ms = 8000\nhealth_check_interval_ms = 500\n",
-        peer.url()
-    );
-    let config = forwarding_config(&backend).replacen("[server]\n", "[server]\nh2c = true\n", 1);
-    let gw = Gateway::start_with(&config);
+    let (_peer, gw) = held_sse_gateway(&hold);
     let port = gw.port;
     runtime().block_on(async move {
-        let (send, _driver, _) = connect(port).await;
-        let mut call = modern(
-            "tools/call",
-            json!({"name": "aap_inventory_search",
-                   "arguments": {"type": "inventory.search.request", "pagination": {"limit": 5}}}),
-        );
-        call["params"]["_meta"]["progressToken"] = json!("h2-cancel");
-        let mut send = send.ready().await.unwrap();
-        let req = http::Request::builder()
-            .method("POST")
-            .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(())
-            .unwrap();
-        let (resp, mut tx) = send.send_request(req, false).unwrap();
-        tx.send_data(Bytes::from(call.to_string()), true).unwrap();
-        let resp = tokio::time::timeout(Duration::from_secs(15), resp)
-            .await
-            .expect("the head while the upstream holds")
-            .unwrap();
+        let (_send, _driver, resp, mut tx) = held_search(port, "h2-cancel").await;
         let mut rx = resp.into_body();
         let chunk = tokio::time::timeout(Duration::from_secs(15), rx.data())
             .await
