@@ -46,6 +46,12 @@ const ENDED_MEMORY: usize = 256;
 const MAX_BLOCK: usize = 256 << 10;
 /// `SETTINGS_HEADER_TABLE_SIZE` as `h2` advertises it (its default, not changed here).
 const HEADER_TABLE_SIZE: usize = 4096;
+/// Lingering close: how long, after `h2` shut the connection down (its GOAWAY sent, then
+/// FIN), what the client still sends is read and dropped. Closing with unread bytes makes the
+/// kernel answer them with a reset, which can destroy the GOAWAY before the client reads it
+/// (a client still sending frames then sees a broken pipe instead of the GOAWAY's reason).
+/// Below the serve loop's one-second flush grace, which bounds it anyway.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The guard around one HTTP/2 connection's socket.
 pub(super) struct FrameGuard<T> {
@@ -77,6 +83,8 @@ pub(super) struct FrameGuard<T> {
     /// The GOAWAY is written: nothing more is written for `h2`.
     sealed: bool,
     eof: bool,
+    /// Set once `h2` shut the connection down: the end of the lingering close.
+    linger: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 struct Block {
@@ -109,6 +117,7 @@ impl<T> FrameGuard<T> {
             closing: false,
             sealed: false,
             eof: false,
+            linger: None,
         }
     }
 
@@ -454,7 +463,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for FrameGuard<T> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let me = self.get_mut();
+        std::task::ready!(Pin::new(&mut me.io).poll_shutdown(cx))?;
+        // Lingering close (see [`LINGER`]): drop what the client still sends until it closes
+        // its side, or for at most `LINGER`.
+        let deadline = me
+            .linger
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(LINGER)));
+        if std::future::Future::poll(deadline.as_mut(), cx).is_ready() || me.eof {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            let mut chunk = [0u8; 8192];
+            let mut rb = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut me.io).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) if !rb.filled().is_empty() => continue,
+                Poll::Ready(_) => {
+                    me.eof = true;
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 
