@@ -457,7 +457,8 @@ fn authorize(
     use sha2::{Digest, Sha256};
     use subtle::ConstantTimeEq;
     let refuse = |status: u16, reason: &str, message: String| {
-        crate::metrics::ADMIN_REFUSALS
+        crate::metrics::METRICS
+            .admin_refusals
             .with_label_values(&[reason])
             .inc();
         tracing::warn!(method, path, status, reason, "admin request refused");

@@ -9,8 +9,8 @@
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 
 pub use aap_core::{
-    a2a, aap, access, auth, backend, clock, config, context, digest, error, exchange, feed, json,
-    mcp, metrics, peer,
+    a2a, aap, access, auth, backend, clock, config, context, digest, endpoint, error, exchange,
+    feed, host, json, mcp, metrics, peer, publish,
 };
 
 pub mod admin;

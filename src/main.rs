@@ -678,7 +678,7 @@ fn leads_command(cfg: &Config, action: &LeadsCommand) -> ExitCode {
 /// `check`'s word on publishing: where each tenant's documents are, or
 /// why it publishes none (a note, not an error).
 fn publish_notes(rt: &ConfigGeneration) -> Vec<String> {
-    use aap_gateway::aap::publish::{document_url, Kind};
+    use aap_gateway::publish::{document_url, Kind};
     rt.tenants()
         .into_iter()
         .map(|t| match (&t.public_url, rt.routes.published.tenant(&t.id)) {
@@ -707,7 +707,7 @@ fn write_published(
     tenant: Option<&str>,
     out: &std::path::Path,
 ) -> Result<Vec<PathBuf>, String> {
-    use aap_gateway::aap::publish::Kind;
+    use aap_gateway::publish::Kind;
     let mut targets = Vec::new();
     match tenant {
         Some(id) => {

@@ -77,7 +77,7 @@ impl CertStore {
     pub fn open(cert_file: PathBuf, key_file: PathBuf) -> Result<Arc<CertStore>, String> {
         let stamps = (stamp(&cert_file), stamp(&key_file));
         let first = load_pair(&cert_file, &key_file)?;
-        let m = &*crate::metrics::TLS_RELOADS;
+        let m = &crate::metrics::METRICS.tls_reloads;
         m.with_label_values(&["ok"]).inc_by(0);
         m.with_label_values(&["rejected"]).inc_by(0);
         Ok(Arc::new(CertStore {
@@ -107,7 +107,7 @@ impl CertStore {
     }
 
     fn swap(&self, trigger: &'static str) -> Result<(), String> {
-        let m = &*crate::metrics::TLS_RELOADS;
+        let m = &crate::metrics::METRICS.tls_reloads;
         match load_pair(&self.cert_file, &self.key_file) {
             Ok(k) => {
                 self.current.store(Arc::new(k));

@@ -73,8 +73,8 @@ impl RelayTenant {
     /// the relay's HTTP method and media checks (the same order as
     /// `Endpoint::head_refusal`).
     pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
-        if !crate::mcp::server::origin_allowed(&self.allowed_origins, req) {
-            return Some(crate::mcp::server::origin_refused());
+        if !crate::endpoint::origin_allowed(&self.allowed_origins, req) {
+            return Some(crate::endpoint::origin_refused());
         }
         self.relay.head_refusal(req)
     }

@@ -24,7 +24,6 @@ pub use tenant::{host_key, Serve, TenantUnit};
 use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
-use crate::mcp::server::Endpoint;
 use crate::telemetry::ServerSpan;
 use admission::{head_auth, head_outcome};
 use arc_swap::ArcSwap;
@@ -32,6 +31,7 @@ use mount::Mount;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use tenant::TenantEndpoint;
 
 /// Re-reads the configuration source (the file plus CLI overrides).
 pub type ConfigLoader = Box<dyn Fn() -> Result<Config, String> + Send + Sync>;
@@ -203,7 +203,7 @@ impl Gateway {
         let resp = match target {
             Target::Endpoint(ep) => {
                 route = Some(ep.path.as_str());
-                mount::serve(Mount::Mcp(ep), &req, &mut ctx).await
+                mount::serve(Mount::Mcp(&ep.endpoint, &ep.mcp), &req, &mut ctx).await
             }
             Target::Relay(m) => {
                 route = Some(req.path.as_str());
@@ -267,7 +267,7 @@ impl Gateway {
         crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
         let mount = match target(&rt, req) {
-            Target::Endpoint(ep) => Mount::Mcp(ep),
+            Target::Endpoint(ep) => Mount::Mcp(&ep.endpoint, &ep.mcp),
             Target::Relay(m) => Mount::Relay(m, &rt),
             Target::A2a(ep) => Mount::A2a(ep),
             // Documents and metadata read no body worth refusing early; the
@@ -345,9 +345,9 @@ impl Gateway {
 
 /// Where a request goes, by its `Host` and path.
 enum Target<'a> {
-    Endpoint(&'a Arc<Endpoint>),
+    Endpoint(&'a Arc<TenantEndpoint>),
     Relay(&'a Arc<RelayTenant>),
-    A2a(&'a Arc<Endpoint>),
+    A2a(&'a Arc<TenantEndpoint>),
     /// A tenant's own host (its `hosts`), on a path that is none of its
     /// MCP or A2A paths: only its metadata and documents, else 404.
     Host(&'a TenantUnit),

@@ -4,17 +4,20 @@
 use super::admission::{admit, refused, Admission, Admitted};
 use super::cors::{self, Cors};
 use super::generation::{ConfigGeneration, RelayTenant};
+use crate::a2a::server::A2a;
 use crate::auth::{AuthMode, Authenticator};
 use crate::context::RequestCtx;
+use crate::endpoint::Binding as _;
+use crate::endpoint::{Caller, Endpoint};
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::mcp::jsonrpc::RpcError;
-use crate::mcp::server::{Caller, Endpoint};
+use crate::mcp::server::McpBinding;
 use aap_core::trace::Phase;
 
 /// What a routed path serves.
 pub(super) enum Mount<'a> {
-    /// The tenant's MCP endpoint.
-    Mcp(&'a Endpoint),
+    /// The tenant's MCP endpoint: its endpoint and its MCP binding.
+    Mcp(&'a Endpoint, &'a McpBinding),
     /// The tenant's A2A binding, over the same contract as its MCP endpoint.
     A2a(&'a Endpoint),
     /// A relay tenant (MCP passed through to one upstream).
@@ -27,7 +30,7 @@ const A2A_CORS_HEADERS: &[&str] = &["a2a-version", "a2a-extensions"];
 impl<'a> Mount<'a> {
     pub(super) fn tenant(&self) -> &'a str {
         match self {
-            Mount::Mcp(ep) | Mount::A2a(ep) => &ep.tenant,
+            Mount::Mcp(ep, _) | Mount::A2a(ep) => &ep.tenant,
             Mount::Relay(m, _) => &m.tenant,
         }
     }
@@ -35,7 +38,7 @@ impl<'a> Mount<'a> {
     /// The tenant's token check, when it has one that is on.
     pub(super) fn auth(&self) -> Option<&'a Authenticator> {
         let auth = match self {
-            Mount::Mcp(ep) | Mount::A2a(ep) => ep.auth.as_deref(),
+            Mount::Mcp(ep, _) | Mount::A2a(ep) => ep.auth.as_deref(),
             Mount::Relay(m, _) => m.auth.as_deref(),
         };
         auth.filter(|a| a.mode() != AuthMode::Off)
@@ -45,9 +48,9 @@ impl<'a> Mount<'a> {
     /// browser client of that binding sends and reads.
     pub(super) fn cors(&self) -> Cors<'a> {
         match self {
-            Mount::Mcp(ep) => Cors {
+            Mount::Mcp(ep, mcp) => Cors {
                 origins: &ep.allowed_origins,
-                methods: if ep.sessions.is_some() {
+                methods: if mcp.sessions.is_some() {
                     "POST, DELETE"
                 } else {
                     "POST"
@@ -77,7 +80,7 @@ impl<'a> Mount<'a> {
     /// rules (Origin, method, media types) are the binding's own.
     fn admission(&self, req: &HttpRequest) -> Admission<'a> {
         let (state, tenant_bucket, caller_bucket) = match self {
-            Mount::Mcp(ep) | Mount::A2a(ep) => (
+            Mount::Mcp(ep, _) | Mount::A2a(ep) => (
                 ep.contract.state.as_ref(),
                 ep.tenant_bucket,
                 ep.caller_bucket,
@@ -98,8 +101,8 @@ impl<'a> Mount<'a> {
     /// own rules.
     pub(super) fn head(&self, req: &HttpRequest) -> Option<RpcError> {
         match self {
-            Mount::Mcp(ep) => ep.head_refusal(req),
-            Mount::A2a(ep) => crate::a2a::server::head_refusal(ep, req),
+            Mount::Mcp(ep, mcp) => ep.head_refusal(*mcp, req),
+            Mount::A2a(ep) => ep.head_refusal(&A2a, req),
             Mount::Relay(m, _) => m.head_refusal(req),
         }
     }
@@ -107,22 +110,19 @@ impl<'a> Mount<'a> {
     /// A refusal decided before the body was read (no request id to carry), in the
     /// binding's own shape, with the error's own headers (`WWW-Authenticate`, `Allow`, …).
     pub(super) fn refuse_early(&self, e: &RpcError, req: &HttpRequest) -> HttpResponse {
+        // Depth 0: the body is not read for an id.
         match self {
-            // Depth 0: the body is not read for an id.
-            Mount::A2a(_) => crate::a2a::server::refused(e, req, 0),
-            Mount::Mcp(_) | Mount::Relay(..) => {
-                let mut resp = HttpResponse::json(e.http_status, &e.to_body(None));
-                resp.headers.extend(e.headers.iter().cloned());
-                resp
-            }
+            Mount::A2a(_) => A2a.refusal(e, req, 0),
+            Mount::Mcp(_, mcp) => mcp.refusal(e, req, 0),
+            Mount::Relay(..) => refused(e, req, 0),
         }
     }
 
     /// A refusal in the binding's own shape.
     fn refuse(&self, e: &RpcError, req: &HttpRequest) -> HttpResponse {
         match self {
-            Mount::Mcp(ep) => refused(e, req, ep.max_json_depth),
-            Mount::A2a(ep) => crate::a2a::server::refused(e, req, ep.max_json_depth),
+            Mount::Mcp(ep, mcp) => mcp.refusal(e, req, ep.max_json_depth),
+            Mount::A2a(ep) => A2a.refusal(e, req, ep.max_json_depth),
             Mount::Relay(_, rt) => refused(e, req, rt.config.limits.max_json_depth),
         }
     }
@@ -142,8 +142,8 @@ impl<'a> Mount<'a> {
             principal: admitted.principal.as_ref(),
         };
         match self {
-            Mount::Mcp(ep) => ep.handle(req, &caller, ctx).await,
-            Mount::A2a(ep) => crate::a2a::server::handle(ep, req, &caller, ctx).await,
+            Mount::Mcp(ep, mcp) => ep.handle(*mcp, req, &caller, ctx).await,
+            Mount::A2a(ep) => ep.handle(&A2a, req, &caller, ctx).await,
             // The relay's upstream authorizes the call itself; admission has run.
             Mount::Relay(m, _) => m.relay.handle(req, ctx).await,
         }

@@ -1,9 +1,10 @@
-//! Serving the discovery documents (`aap::publish`): routes by dealer domain (`Host`) and by
+//! Serving the discovery documents (`publish`): routes by dealer domain (`Host`) and by
 //! tenant prefix, with `ETag`/`If-None-Match`, `Cache-Control`, `HEAD` and 405 for other methods.
 
-use crate::aap::publish::{host_lookup_keys, host_table_key, prefix_of, Documents, Kind};
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
+use crate::host::{host_lookup_keys, host_table_key, prefix_of};
+use crate::publish::{Documents, Kind};
 use imbl::HashMap;
 use serde_json::json;
 use std::sync::Arc;

@@ -10,9 +10,9 @@
 
 use super::generation::RelayTenant;
 use super::publish::Published;
+use super::tenant::TenantEndpoint;
 use super::tenant::{host_key, Serve, TenantUnit};
 use crate::config::{BackendConfig, TenantConfig};
-use crate::mcp::server::Endpoint;
 use imbl::HashMap;
 use pingora::tls::sign::CertifiedKey;
 use std::sync::Arc;
@@ -22,9 +22,9 @@ use std::sync::Arc;
 pub struct Routes {
     /// Every tenant (main config and tenant files), by id.
     pub units: HashMap<String, Arc<TenantUnit>>,
-    pub endpoints: HashMap<String, Arc<Endpoint>>,
+    pub endpoints: HashMap<String, Arc<TenantEndpoint>>,
     /// The same endpoints by their inbound A2A path (`aap_core::a2a::path_for`).
-    pub a2a: HashMap<String, Arc<Endpoint>>,
+    pub a2a: HashMap<String, Arc<TenantEndpoint>>,
     /// Relay tenants (`kind = "relay"`), by path.
     pub relays: HashMap<String, Arc<RelayTenant>>,
     /// Protected-resource-metadata path → tenant path.
@@ -263,10 +263,10 @@ impl Claim {
                 .publish
                 .hosts
                 .iter()
-                .map(|h| crate::aap::publish::host_table_key(h))
+                .map(|h| crate::host::host_table_key(h))
                 .collect(),
             prefix: (t.public_url.is_some() && !relay)
-                .then(|| crate::aap::publish::prefix_of(&t.path).to_owned()),
+                .then(|| crate::host::prefix_of(&t.path).to_owned()),
         }
     }
 }

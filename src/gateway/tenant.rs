@@ -8,14 +8,15 @@ use super::generation::{bucket, cluster_client, key_source, BuildError, RelayTen
 use crate::aap::catalog::{CatalogInterner, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
-use crate::aap::publish::{self, Documents};
 use crate::aap::schemas::SchemaSet;
 use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
 use crate::backend::{default_capabilities, Backend};
 use crate::config::{BackendConfig, Config, TenantConfig};
-use crate::mcp::server::Endpoint;
+use crate::endpoint::Endpoint;
+use crate::mcp::server::McpBinding;
 use crate::mcp::session::SessionStore;
+use crate::publish::{self, Documents};
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
 use crate::upstream::cluster::Registry;
@@ -29,10 +30,27 @@ use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A tenant's endpoint as the gateway mounts it: the binding-neutral endpoint (its MCP path and
+/// its A2A path serve through it) and the settings only its MCP binding has.
+#[derive(Debug)]
+pub struct TenantEndpoint {
+    pub endpoint: Endpoint,
+    pub mcp: McpBinding,
+}
+
+/// A tenant endpoint is read as its binding-neutral endpoint (tenant, path, origins, contract,
+/// limits, auth, budgets) everywhere but the MCP mount.
+impl std::ops::Deref for TenantEndpoint {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
 /// How a tenant serves: the AAP endpoint (MCP and A2A) or a transparent relay.
 #[derive(Debug, Clone)]
 pub enum Serve {
-    Endpoint(Arc<Endpoint>),
+    Endpoint(Arc<TenantEndpoint>),
     Relay(Arc<RelayTenant>),
 }
 
@@ -79,7 +97,7 @@ impl TenantUnit {
         }
     }
 
-    pub fn endpoint(&self) -> Option<&Arc<Endpoint>> {
+    pub fn endpoint(&self) -> Option<&Arc<TenantEndpoint>> {
         match &self.serve {
             Serve::Endpoint(e) => Some(e),
             Serve::Relay(_) => None,
@@ -404,13 +422,10 @@ pub(super) fn build(
         backend,
         state: state.clone(),
     };
-    let endpoint = Endpoint {
-        tenant: t.id.clone(),
-        path: t.path.clone(),
-        allowed_origins: t.allowed_origins.clone(),
+    let mcp = McpBinding {
         sessions: t.legacy_sessions.then(|| {
             before_ep
-                .and_then(|ep| ep.sessions.clone())
+                .and_then(|ep| ep.mcp.sessions.clone())
                 .unwrap_or_else(|| {
                     Arc::new(SessionStore::new(
                         Duration::from_secs(t.session_idle_secs),
@@ -418,13 +433,18 @@ pub(super) fn build(
                     ))
                 })
         }),
-        tools,
         drop_nulls: t.host_compat.drops_nulls(),
         page_size: t.tools_page_size,
         list_ttl_ms: t.list_ttl_ms,
         instructions: t.instructions.clone(),
-        contract: Arc::new(contract),
         server_name: config.server.name.clone(),
+    };
+    let endpoint = Endpoint {
+        tenant: t.id.clone(),
+        path: t.path.clone(),
+        allowed_origins: t.allowed_origins.clone(),
+        tools,
+        contract: Arc::new(contract),
         max_body_bytes: config.limits.max_body_bytes,
         max_json_depth: config.limits.max_json_depth,
         auth,
@@ -435,7 +455,7 @@ pub(super) fn build(
         config: t,
         file,
         fingerprint: fp,
-        serve: Serve::Endpoint(Arc::new(endpoint)),
+        serve: Serve::Endpoint(Arc::new(TenantEndpoint { endpoint, mcp })),
         docs,
         cert,
         upstream: addrs,

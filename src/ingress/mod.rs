@@ -719,7 +719,7 @@ fn too_large(limit: usize) -> Refusal {
     Refusal::new(
         413,
         "body_too_large",
-        crate::mcp::server::body_too_large(limit).message,
+        crate::endpoint::body_too_large(limit).message,
     )
 }
 

@@ -140,6 +140,62 @@ pub fn origin(s: &str) -> Result<String, String> {
 }
 
 /// (host, port) of `host[:port]`; an IPv6 literal keeps its brackets.
+/// `Ok` for an absolute `https` URL, or `http` on a loopback host ; no
+/// user info, query or fragment.
+pub fn check_public_url(url: &str) -> Result<(), String> {
+    let u = http_url(url).map_err(|e| format!("must be an absolute https URL ({e})"))?;
+    if u.query().is_some() || url.contains('?') {
+        return Err("must be an absolute https URL without user info, query or fragment".into());
+    }
+    match u.scheme() {
+        "https" => Ok(()),
+        _ if u.host_str().is_some_and(is_loopback_host) => Ok(()),
+        _ => Err(
+            "must use https (plain http is accepted only on localhost, 127.0.0.0/8 and [::1])"
+                .into(),
+        ),
+    }
+}
+
+/// A host name or address, optionally with `:port`: what a `Host` header
+/// carries (no scheme, path or user info), by the rules above.
+pub fn is_host(h: &str) -> bool {
+    Authority::parse(h).is_ok()
+}
+
+/// The key a configured dealer domain is stored under in a host table: its normalized
+/// `host[:port]` (lower case, no trailing dot).
+pub fn host_table_key(configured: &str) -> String {
+    match Authority::parse(configured) {
+        Ok(a) => a.with_port(),
+        Err(_) => configured.trim().to_ascii_lowercase(),
+    }
+}
+
+/// The keys a request's `Host` is looked up by in a table of [`host_table_key`]s, in order: the
+/// whole header normalized (an entry equal to it, port included), then, when it has a port, its
+/// host alone (an entry without a port names the domain on any port). An entry with a port never
+/// equals the second key, so one table serves both.
+///
+/// ```
+/// use aap_core::host::{host_lookup_keys, host_table_key};
+/// let (whole, bare) = host_lookup_keys("WWW.D.example.:443");
+/// assert_eq!(whole, "www.d.example:443");
+/// assert_eq!(bare.as_deref(), Some(host_table_key("www.d.example").as_str()));
+/// ```
+pub fn host_lookup_keys(host_header: &str) -> (String, Option<String>) {
+    match Authority::parse(host_header) {
+        Ok(a) => (a.with_port(), a.port.is_some().then(|| a.host.clone())),
+        Err(_) => (host_header.trim().to_ascii_lowercase(), None),
+    }
+}
+
+/// The tenant prefix: the MCP path without its last segment
+/// (`/aap/3.0.0/demo-toyota/mcp` → `/aap/3.0.0/demo-toyota`; `/mcp` → ``).
+pub fn prefix_of(path: &str) -> &str {
+    &path[..path.rfind('/').unwrap_or(0)]
+}
+
 fn split_port(s: &str) -> Result<(&str, Option<&str>), String> {
     if s.starts_with('[') {
         let close = s.find(']').ok_or("an IPv6 address is not closed by ']'")?;
@@ -221,6 +277,54 @@ fn is_name(d: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_urls_are_https_or_loopback() {
+        for ok in [
+            "https://api.example.com/a/mcp",
+            "http://127.0.0.1:8080/a/mcp",
+            "http://localhost/a/mcp",
+            "http://[::1]:9/a/mcp",
+        ] {
+            assert!(check_public_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://api.example.com/a/mcp",
+            "http://localhost.evil.com/a/mcp",
+            "http://127.0.0.1.evil.com/a/mcp",
+            "https://user@api.example.com/a/mcp",
+            "https://api.example.com/a/mcp?x=1",
+            "ftp://api.example.com/a",
+            "api.example.com/a",
+            "https:///a",
+        ] {
+            assert!(check_public_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts_match_with_or_without_port() {
+        let host_matches = |configured: &str, header: &str| {
+            let key = host_table_key(configured);
+            let (whole, bare) = host_lookup_keys(header);
+            key == whole || bare.as_deref() == Some(key.as_str())
+        };
+        assert!(host_matches("www.d.example", "WWW.D.example:443"));
+        assert!(host_matches(" WWW.d.example ", "www.d.example"));
+        assert!(host_matches("[::1]", "[::1]:8080"));
+        assert!(!host_matches("[::1]:80", "[::1]"));
+        assert!(host_matches("www.d.example:8443", "www.d.example:8443"));
+        assert!(!host_matches("www.d.example:8443", "www.d.example"));
+        assert!(!host_matches("d.example", "www.d.example"));
+        assert!(is_host("[::1]:80") && is_host("d.example") && !is_host("d.example/x"));
+        assert!(!is_host("https://d.example") && !is_host("a b"));
+    }
+
+    #[test]
+    fn a_tenant_prefix_is_its_mcp_path_without_the_last_segment() {
+        assert_eq!(prefix_of("/aap/3.0.0/demo/mcp"), "/aap/3.0.0/demo");
+        assert_eq!(prefix_of("/mcp"), "");
+    }
 
     #[test]
     fn authorities_fold_case_and_drop_one_trailing_dot() {

@@ -27,6 +27,28 @@ pub struct Metrics {
     pub reloads: IntCounterVec,
     pub connections_closed: IntCounterVec,
     pub upstream_up: IntGaugeVec,
+    /// `aap_build_info{version,commit}`: always 1; the labels say which build runs.
+    build_info: IntGaugeVec,
+    /// How many live upstream clients use each peer, so a peer's gauge goes away only when the
+    /// last configuration naming it is dropped (a reload builds the new clients before the old
+    /// ones go).
+    peer_users: Mutex<HashMap<String, usize>>,
+    /// `aap_log_lines_dropped_total`: log lines (access lines included) dropped because the
+    /// log queue to stderr was full, read at each scrape from the writer's own count.
+    log_lines_dropped: IntCounter,
+    /// Where the dropped-line count comes from (set by [`count_log_drops_from`]).
+    log_drop_source: OnceLock<DropCount>,
+    /// `aap_tls_reloads_total` by result (`ok`, `rejected`); see the gateway's `tls`.
+    pub tls_reloads: IntCounterVec,
+    /// `aap_admin_refusals_total` by reason (`missing_token`, `wrong_token`,
+    /// `not_configured`); see the gateway's `admin`.
+    pub admin_refusals: IntCounterVec,
+    /// Inventory feed health, one series per feed source.
+    pub feed: FeedMetrics,
+    /// Per configured tenant: its own figures, and whether it has its own `tenant` label. Read
+    /// on every request (a shared read lock, as prometheus' own label maps take), written only
+    /// when a configuration is installed ([`configure_tenants`]).
+    tenants: RwLock<TenantTable>,
 }
 
 const BUCKETS: [f64; 14] = [
@@ -73,7 +95,37 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     .unwrap_or_else(|e| panic!("metric: {e}"));
     r.register(Box::new(upstream_up.clone()))
         .unwrap_or_else(|e| panic!("register: {e}"));
+    let log_lines_dropped = IntCounter::new(
+        "aap_log_lines_dropped_total",
+        "Log lines (access lines included) dropped because stderr was slower than the gateway",
+    )
+    .unwrap_or_else(|e| panic!("metric: {e}"));
+    r.register(Box::new(log_lines_dropped.clone()))
+        .unwrap_or_else(|e| panic!("register: {e}"));
     Metrics {
+        build_info: gauge(
+            &r,
+            "aap_build_info",
+            "The running build: always 1, labelled with the version and the commit it was built from",
+            &["version", "commit"],
+        ),
+        peer_users: Mutex::default(),
+        log_lines_dropped,
+        log_drop_source: OnceLock::new(),
+        tls_reloads: counter(
+            &r,
+            "aap_tls_reloads_total",
+            "TLS certificate/key reload attempts by result",
+            &["result"],
+        ),
+        admin_refusals: counter(
+            &r,
+            "aap_admin_refusals_total",
+            "Mutating admin requests refused, by reason",
+            &["reason"],
+        ),
+        feed: FeedMetrics::new(&r),
+        tenants: RwLock::default(),
         upstream_up,
         requests: counter(
             &r,
@@ -165,21 +217,10 @@ pub fn prime(version: &str, commit: &str) {
         m.connections_closed.with_label_values(&[reason]).inc_by(0);
     }
     for reason in ["missing_token", "wrong_token", "not_configured"] {
-        ADMIN_REFUSALS.with_label_values(&[reason]).inc_by(0);
+        m.admin_refusals.with_label_values(&[reason]).inc_by(0);
     }
-    LazyLock::force(&LOG_LINES_DROPPED);
-    BUILD_INFO.with_label_values(&[version, commit]).set(1);
+    m.build_info.with_label_values(&[version, commit]).set(1);
 }
-
-/// `aap_build_info{version,commit}`: always 1; the labels say which build runs.
-static BUILD_INFO: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    gauge(
-        &METRICS.registry,
-        "aap_build_info",
-        "The running build: always 1, labelled with the version and the commit it was built from",
-        &["version", "commit"],
-    )
-});
 
 /// Count a connection closed by the gateway (e.g. `header_timeout`).
 pub fn connection_closed(reason: &'static str) {
@@ -189,14 +230,9 @@ pub fn connection_closed(reason: &'static str) {
         .inc();
 }
 
-/// How many live upstream clients use each peer, so a peer's gauge goes
-/// away only when the last configuration naming it is dropped (a reload
-/// builds the new clients before the old ones go).
-static PEER_USERS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
-
 /// A client starts using `peer`: it is presumed up until a check says not.
 pub fn peer_added(peer: &str) {
-    let mut users = PEER_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut users = METRICS.peer_users.lock().unwrap_or_else(|e| e.into_inner());
     let n = users.entry(peer.to_owned()).or_insert(0);
     if *n == 0 {
         METRICS.upstream_up.with_label_values(&[peer]).set(1);
@@ -206,7 +242,7 @@ pub fn peer_added(peer: &str) {
 
 /// A client using `peer` was dropped (config reload or shutdown).
 pub fn peer_removed(peer: &str) {
-    let mut users = PEER_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut users = METRICS.peer_users.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(n) = users.get_mut(peer) {
         *n -= 1;
         if *n == 0 {
@@ -224,41 +260,23 @@ pub fn peer_health(peer: &str, up: bool) {
         .set(i64::from(up));
 }
 
-/// Log lines (access lines included) dropped because the log queue to
-/// stderr was full: `aap_log_lines_dropped_total`, read at each scrape from
-/// the writer's own count (see [`count_log_drops_from`]).
-static LOG_LINES_DROPPED: LazyLock<IntCounter> = LazyLock::new(|| {
-    let c = IntCounter::new(
-        "aap_log_lines_dropped_total",
-        "Log lines (access lines included) dropped because stderr was slower than the gateway",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    METRICS
-        .registry
-        .register(Box::new(c.clone()))
-        .unwrap_or_else(|e| panic!("register: {e}"));
-    c
-});
-
 /// Where the dropped-line count comes from (the log writer's counter).
 type DropCount = Box<dyn Fn() -> u64 + Send + Sync>;
-static LOG_DROP_SOURCE: OnceLock<DropCount> = OnceLock::new();
 
 /// Export the log writer's dropped-line count as
 /// `aap_log_lines_dropped_total` (once per process; later calls are ignored).
 pub fn count_log_drops_from(read: impl Fn() -> u64 + Send + Sync + 'static) {
-    if LOG_DROP_SOURCE.set(Box::new(read)).is_ok() {
-        LazyLock::force(&LOG_LINES_DROPPED);
-    }
+    let _ = METRICS.log_drop_source.set(Box::new(read));
 }
 
 /// The text exposition of every metric.
 pub fn render() -> String {
-    if let Some(read) = LOG_DROP_SOURCE.get() {
+    let m = &*METRICS;
+    if let Some(read) = m.log_drop_source.get() {
         // The writer's count only grows; the counter follows it.
-        let (now, shown) = (read(), LOG_LINES_DROPPED.get());
+        let (now, shown) = (read(), m.log_lines_dropped.get());
         if now > shown {
-            LOG_LINES_DROPPED.inc_by(now - shown);
+            m.log_lines_dropped.inc_by(now - shown);
         }
     }
     let mut buf = Vec::new();
@@ -270,7 +288,7 @@ pub fn render() -> String {
 /// the same record the access line is written from).
 pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
     let m = &*METRICS;
-    let guard = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let guard = METRICS.tenants.read().unwrap_or_else(|e| e.into_inner());
     let own = guard.get(r.tenant);
     if let Some((stats, _)) = own {
         stats.count(r, seconds);
@@ -318,27 +336,6 @@ pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
     }
 }
 
-/// TLS certificate reloads by result (`ok`, `rejected`); see `crate::tls`.
-pub static TLS_RELOADS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
-        &METRICS.registry,
-        "aap_tls_reloads_total",
-        "TLS certificate/key reload attempts by result",
-        &["result"],
-    )
-});
-
-/// Refused requests on the admin listener by reason (`missing_token`,
-/// `wrong_token`, `not_configured`); see `crate::admin::Admin`.
-pub static ADMIN_REFUSALS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    counter(
-        &METRICS.registry,
-        "aap_admin_refusals_total",
-        "Mutating admin requests refused, by reason",
-        &["reason"],
-    )
-});
-
 fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels)
         .unwrap_or_else(|e| panic!("metric {name}: {e}"));
@@ -363,9 +360,9 @@ pub struct FeedMetrics {
     pub stale_after: IntGaugeVec,
 }
 
-pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
-    let r = &METRICS.registry;
-    FeedMetrics {
+impl FeedMetrics {
+    fn new(r: &Registry) -> FeedMetrics {
+        FeedMetrics {
         loads: counter(
             r,
             "aap_feed_loads_total",
@@ -415,16 +412,14 @@ pub static FEED: LazyLock<FeedMetrics> = LazyLock::new(|| {
             &["source"],
         ),
     }
-});
+    }
+}
 
 /// The `tenant` label value of every tenant without a label of its own.
 pub const OTHER_TENANTS: &str = "_other";
 
-/// Per configured tenant: its own figures, and whether it has its own `tenant` label. Read
-/// on every request (a shared read lock, as prometheus' own label maps take), written only
-/// when a configuration is installed ([`configure_tenants`]).
+/// Per configured tenant: its own figures, and whether it has its own `tenant` label.
 type TenantTable = HashMap<String, (Arc<TenantStats>, bool)>;
-static TENANTS: LazyLock<RwLock<TenantTable>> = LazyLock::new(Default::default);
 
 /// One tenant's request figures since it was configured (kept across reloads that keep it).
 #[derive(Debug, Default)]
@@ -512,7 +507,7 @@ pub fn configure_tenants<'a>(
     ids: impl IntoIterator<Item = &'a str>,
     labelled: impl Fn(&str) -> bool,
 ) {
-    let mut table = TENANTS.write().unwrap_or_else(|e| e.into_inner());
+    let mut table = METRICS.tenants.write().unwrap_or_else(|e| e.into_inner());
     let mut next: TenantTable = HashMap::new();
     let mut lost = false;
     for id in ids {
@@ -541,7 +536,7 @@ pub fn configure_tenants<'a>(
 /// [`configure_tenants`] instead when the change flips other tenants' labels
 /// (`tenant_metrics = "auto"` crossing its threshold).
 pub fn retenant(removed: Option<&str>, added: Option<(&str, bool)>) {
-    let mut table = TENANTS.write().unwrap_or_else(|e| e.into_inner());
+    let mut table = METRICS.tenants.write().unwrap_or_else(|e| e.into_inner());
     let gone = removed.and_then(|id| table.remove(id).map(|entry| (id, entry)));
     let mut lost = false;
     let mut kept = None;
@@ -588,7 +583,7 @@ fn reset_tenant_series() {
 
 /// The `tenant` label value for `tenant` (itself, `_other`, or `-` for no tenant).
 pub fn tenant_label(tenant: &str) -> &str {
-    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let table = METRICS.tenants.read().unwrap_or_else(|e| e.into_inner());
     match table.get(tenant) {
         Some((_, true)) => tenant,
         _ if tenant == "-" => "-",
@@ -598,13 +593,13 @@ pub fn tenant_label(tenant: &str) -> &str {
 
 /// One configured tenant's figures (`None`: no such tenant).
 pub fn tenant_stats(tenant: &str) -> Option<serde_json::Value> {
-    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let table = METRICS.tenants.read().unwrap_or_else(|e| e.into_inner());
     table.get(tenant).map(|(s, _)| s.to_json(tenant))
 }
 
 /// The `n` tenants with the highest figure `by` (ties by id), and how many are configured.
 pub fn top_tenants(by: TopBy, n: usize) -> (Vec<serde_json::Value>, usize) {
-    let table = TENANTS.read().unwrap_or_else(|e| e.into_inner());
+    let table = METRICS.tenants.read().unwrap_or_else(|e| e.into_inner());
     let mut all: Vec<(u64, &String, &Arc<TenantStats>)> = table
         .iter()
         .map(|(id, (s, _))| (s.get(by), id, s))

@@ -371,7 +371,7 @@ impl FeedSource {
             return Ok(live);
         }
         let label = spec.label();
-        let m = &*crate::metrics::FEED;
+        let m = &crate::metrics::METRICS.feed;
         for result in ["ok", "refused", "failed"] {
             m.loads.with_label_values(&[&label, result]).inc_by(0);
         }
@@ -426,7 +426,7 @@ impl FeedSource {
 
     /// Parse, judge and (when usable) swap in a feed body.
     pub fn offer(&self, bytes: &[u8]) -> Result<(), String> {
-        let m = &*crate::metrics::FEED;
+        let m = &crate::metrics::METRICS.feed;
         let label = self.label.as_str();
         let now = now_unix();
         let parsed = feed::parse(
@@ -509,7 +509,8 @@ impl FeedSource {
         let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
         health.failures += 1;
         health.last_error = Some(problem.to_owned());
-        crate::metrics::FEED
+        crate::metrics::METRICS
+            .feed
             .loads
             .with_label_values(&[&self.label, "failed"])
             .inc();
@@ -521,7 +522,7 @@ impl FeedSource {
     /// the source is not stale however long it stays unchanged.
     fn checked(&self, confirmed: bool) {
         let t = now_unix();
-        let m = &*crate::metrics::FEED;
+        let m = &crate::metrics::METRICS.feed;
         let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
         health.last_check_unix = Some(t);
         m.last_check.with_label_values(&[&self.label]).set(t);

@@ -1,10 +1,11 @@
-//! A tenant's inbound A2A 1.0 JSON-RPC endpoint: `SendMessage` with one DataPart carrying the
-//! typed AAP request, run through the MCP endpoint's own contract, answered as an A2A Message.
+//! The inbound A2A 1.0 JSON-RPC binding of a tenant's endpoint: `SendMessage` with one DataPart
+//! carrying the typed AAP request, run through the endpoint's contract, answered as an A2A Message.
 //!
 //! One contract, two bindings: the skill subset, per-skill scopes, validators, consent, quotas and
 //! the idempotency store are the tenant's [`Endpoint`]'s (a lead's key is scoped by tenant and
 //! verified caller, never by binding). Order of checks, each failure answering at once:
-//! Origin (403) → HTTP method (405) → Content-Type (415) → Accept (406) → body size (413) →
+//! Origin (403, the endpoint's) → HTTP method (405) → Content-Type (415) → Accept (406) → body
+//! size (413, the endpoint's) →
 //! JSON (-32700) → envelope (-32600) → `A2A-Version` (-32009) → method (-32601; -32004/-32003
 //! for A2A operations outside the AAP profile) → `A2A-Extensions` (-32008) → params (-32602) →
 //! the data part's media types (-32005) → skill (AAP `UNSUPPORTED_SKILL`) → scope → contract.
@@ -20,13 +21,12 @@ use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::error::{aap_error, aap_error_retryable, field_error, ErrorCode};
 use crate::aap::skill::Skill;
 use crate::context::RequestCtx;
+use crate::endpoint::{Binding, Caller, Endpoint};
 use crate::error::{Failure, RpcError};
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::json::Doc;
 use crate::mcp::jsonrpc::{parse_json, result_body};
 use crate::mcp::media::{is_json_content_type, negotiate, ResponseMedia};
-use crate::mcp::server::{authorize_skill, body_too_large, origin_allowed, origin_refused};
-use crate::mcp::server::{Caller, Endpoint};
 use serde_json::{json, Map, Value};
 
 /// A2A 1.0 operations the AAP profile leaves out (answered -32004).
@@ -46,35 +46,56 @@ const PUSH_OPERATIONS: [&str; 4] = [
     "DeleteTaskPushNotificationConfig",
 ];
 
-/// The refusal the request's head alone decides, in the order [`handle`]
-/// checks it: Origin (403), HTTP method (405, `Allow: POST`), then
-/// `Content-Type` (415) and `Accept` (406). Uses the gateway's vocabulary
-/// (admission shares it); [`refused`] reshapes it for the A2A client.
-pub fn head_refusal(ep: &Endpoint, req: &HttpRequest) -> Option<RpcError> {
-    if !origin_allowed(&ep.allowed_origins, req) {
-        return Some(origin_refused());
+/// The A2A binding (it has no settings of its own: everything it serves with is the endpoint's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct A2a;
+
+impl Binding for A2a {
+    const NAME: &'static str = "a2a";
+
+    /// HTTP method (405, `Allow: POST`), then `Content-Type` (415) and `Accept` (406), in the
+    /// gateway's vocabulary (admission shares it); [`Binding::refusal`] reshapes it for the A2A
+    /// client.
+    fn head_rules(&self, req: &HttpRequest) -> Option<RpcError> {
+        if req.method != "POST" {
+            let mut e = RpcError::of(
+                Failure::MethodNotAllowed,
+                "Method Not Allowed: this A2A endpoint accepts POST (JSON-RPC SendMessage)",
+            );
+            e.headers.push(("allow".into(), "POST".into()));
+            return Some(e);
+        }
+        if !is_json_content_type(req.header_str("content-type")) {
+            return Some(RpcError::of(
+                Failure::UnsupportedMediaType,
+                "Unsupported Media Type: Content-Type must be application/json",
+            ));
+        }
+        // An `Accept` of `text/event-stream` alone is decided by the method once the body is
+        // read (see `serve`): a streaming client asking for `SendStreamingMessage` is owed the
+        // A2A UnsupportedOperationError (-32004) the card's `streaming: false` promises, not a
+        // 406.
+        if negotiate(req.header_str("accept")).is_none() {
+            return Some(not_acceptable());
+        }
+        None
     }
-    if req.method != "POST" {
-        let mut e = RpcError::of(
-            Failure::MethodNotAllowed,
-            "Method Not Allowed: this A2A endpoint accepts POST (JSON-RPC SendMessage)",
-        );
-        e.headers.push(("allow".into(), "POST".into()));
-        return Some(e);
+
+    /// The A2A error a gateway refusal maps to (`from_gateway_refusal`), with the body's id
+    /// when it is a valid JSON-RPC request.
+    fn refusal(&self, e: &RpcError, req: &HttpRequest, id_depth: usize) -> HttpResponse {
+        refused(e, req, id_depth)
     }
-    if !is_json_content_type(req.header_str("content-type")) {
-        return Some(RpcError::of(
-            Failure::UnsupportedMediaType,
-            "Unsupported Media Type: Content-Type must be application/json",
-        ));
+
+    async fn serve(
+        &self,
+        ep: &Endpoint,
+        req: &HttpRequest,
+        caller: &Caller<'_>,
+        out: &mut RequestCtx,
+    ) -> HttpResponse {
+        serve(ep, req, caller, out).await
     }
-    // An `Accept` of `text/event-stream` alone is decided by the method once the body is read
-    // (see [`handle`]): a streaming client asking for `SendStreamingMessage` is owed the A2A
-    // UnsupportedOperationError (-32004) the card's `streaming: false` promises, not a 406.
-    if negotiate(req.header_str("accept")).is_none() {
-        return Some(not_acceptable());
-    }
-    None
 }
 
 fn not_acceptable() -> RpcError {
@@ -107,9 +128,11 @@ fn as_event_stream(resp: HttpResponse) -> HttpResponse {
 
 /// A refusal decided before the body is interpreted (the head, admission,
 /// the per-skill scope), as the A2A client gets it; the id is the body's
-/// when it is a valid JSON-RPC request.
-pub fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
-    let id = crate::mcp::jsonrpc::request_id(&req.body, max_json_depth);
+/// when it is a valid JSON-RPC request (never read at depth 0).
+fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
+    let id = (max_json_depth > 0)
+        .then(|| crate::mcp::jsonrpc::request_id(&req.body, max_json_depth))
+        .flatten();
     respond(&from_gateway_refusal(e), id.as_ref())
 }
 
@@ -119,22 +142,13 @@ fn respond(e: &RpcError, id: Option<&Value>) -> HttpResponse {
     resp
 }
 
-/// Serve one A2A request for the tenant of `ep` (admission already passed).
-pub async fn handle(
+/// Serve one A2A request for the tenant of `ep` whose head and body size passed.
+async fn serve(
     ep: &Endpoint,
     req: &HttpRequest,
     caller: &Caller<'_>,
     out: &mut RequestCtx,
 ) -> HttpResponse {
-    out.binding = "a2a";
-    if let Some(e) = head_refusal(ep, req) {
-        out.outcome = e.http_status.to_string();
-        return refused(&e, req, ep.max_json_depth);
-    }
-    if req.body.len() > ep.max_body_bytes {
-        out.outcome = "413".into();
-        return refused(&body_too_large(ep.max_body_bytes), req, 0);
-    }
     let (id, body) = match envelope(req, ep.max_json_depth) {
         Ok(v) => v,
         Err(refusal) => {
@@ -384,7 +398,7 @@ async fn send_message(
             &[],
         ));
     }
-    if let Err(e) = authorize_skill(caller, skill) {
+    if let Err(e) = caller.authorize(skill) {
         out.outcome = e.http_status.to_string();
         return Err(from_gateway_refusal(&e));
     }

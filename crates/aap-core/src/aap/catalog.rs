@@ -17,16 +17,6 @@ pub struct CatalogOptions {
     pub idempotency_ttl: Duration,
 }
 
-fn title(skill: Skill) -> &'static str {
-    match skill {
-        Skill::DealerInformation => "Dealer information",
-        Skill::InventoryFacets => "Inventory facets",
-        Skill::InventorySearch => "Inventory search",
-        Skill::InventoryVehicle => "Vehicle detail",
-        Skill::LeadSubmit => "Submit a consented lead",
-    }
-}
-
 fn describe_window(d: Duration) -> String {
     let hours = d.as_secs() / 3600;
     if hours >= 1 && d.as_secs().is_multiple_of(3600) {
@@ -52,7 +42,7 @@ fn description(skill: Skill, opts: &CatalogOptions) -> String {
 fn annotations(skill: Skill) -> Value {
     if skill.is_read() {
         json!({
-            "title": title(skill),
+            "title": skill.title(),
             "readOnlyHint": true,
             "destructiveHint": false,
             "idempotentHint": true,
@@ -60,7 +50,7 @@ fn annotations(skill: Skill) -> Value {
         })
     } else {
         json!({
-            "title": title(skill),
+            "title": skill.title(),
             "readOnlyHint": false,
             "destructiveHint": false,
             "idempotentHint": false,
@@ -143,7 +133,7 @@ pub fn tool(
     }
     Ok(json!({
         "name": skill.tool_name(),
-        "title": title(skill),
+        "title": skill.title(),
         "description": description(skill, opts),
         "inputSchema": input,
         "outputSchema": output_schema(schemas, skill)?,

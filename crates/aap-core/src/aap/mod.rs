@@ -10,6 +10,5 @@ pub mod contract;
 pub mod cursor;
 pub mod error;
 pub mod payload;
-pub mod publish;
 pub mod schemas;
 pub mod skill;

@@ -87,6 +87,17 @@ impl Skill {
         }
     }
 
+    /// The skill's display name: the tool's `title` and the Agent Card skill's `name`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Skill::DealerInformation => "Dealer information",
+            Skill::InventoryFacets => "Inventory facets",
+            Skill::InventorySearch => "Inventory search",
+            Skill::InventoryVehicle => "Vehicle detail",
+            Skill::LeadSubmit => "Submit a consented lead",
+        }
+    }
+
     /// The A2A media type stem (`vehicle-detail` for inventory.vehicle).
     pub fn media_stem(self) -> &'static str {
         match self {

@@ -774,7 +774,7 @@ fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Resul
         ));
     }
     if let Some(u) = &p.provider_url {
-        if crate::aap::publish::check_public_url(u).is_err() {
+        if crate::host::check_public_url(u).is_err() {
             return Err(format!(
                 "{}: must be an https URL (http only on loopback)",
                 at("publish.provider_url")
@@ -800,7 +800,7 @@ fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Resul
         }
         return Ok(());
     };
-    crate::aap::publish::check_public_url(url).map_err(|e| format!("{}: {e}", at("public_url")))?;
+    crate::host::check_public_url(url).map_err(|e| format!("{}: {e}", at("public_url")))?;
     if !url.ends_with(&t.path) {
         return Err(format!(
             "{}: must end with the tenant path {}",
@@ -815,20 +815,20 @@ fn validate_publish(at: At<'_>, t: &TenantConfig, seen: &mut Published) -> Resul
         ));
     }
     for h in &p.hosts {
-        if !crate::aap::publish::is_host(h) {
+        if !crate::host::is_host(h) {
             return Err(format!(
                 "{}: {h:?} is not a host name (like www.dealer.example, optionally :port; no scheme or path)",
                 at("publish.hosts")
             ));
         }
-        if !seen.hosts.insert(crate::aap::publish::host_table_key(h)) {
+        if !seen.hosts.insert(crate::host::host_table_key(h)) {
             return Err(format!(
                 "{}: {h:?} is published by another tenant",
                 at("publish.hosts")
             ));
         }
     }
-    let prefix = crate::aap::publish::prefix_of(&t.path);
+    let prefix = crate::host::prefix_of(&t.path);
     if !matches!(t.backend, super::BackendConfig::Relay(_))
         && !seen.prefixes.insert(prefix.to_owned())
     {

@@ -1,10 +1,10 @@
-//! The MCP Streamable HTTP endpoint of one tenant, for both revisions.
+//! The MCP Streamable HTTP binding of a tenant's endpoint, for both revisions: its head rules,
+//! JSON-RPC dispatch, discover/initialize, tools/list paging, tools/call and streaming.
 //!
-//! Order of checks (each failure answers at once and changes nothing):
-//! Origin (403) → HTTP method (405) → Content-Type (415) → Accept (406) →
-//! body size (413) → JSON (-32700) → envelope (-32600) → mirror headers
-//! (-32020) → session (404) → protocol version (-32020/-32022/-32602) →
-//! method dispatch.
+//! Order of checks (each failure answers at once and changes nothing): Origin (403, the
+//! endpoint's) → HTTP method (405) → Content-Type (415) → Accept (406) → body size (413, the
+//! endpoint's) → JSON (-32700) → envelope (-32600) → mirror headers (-32020) → session (404) →
+//! protocol version (-32020/-32022/-32602) → method dispatch.
 
 use super::headers::{self, read_mirror_headers, MirrorHeaders};
 use super::jsonrpc::{self, result_body, Message, RpcError};
@@ -14,9 +14,10 @@ use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
 use crate::aap::arguments::Arguments;
 use crate::aap::backend::{Forward, ProtocolError};
-use crate::aap::contract::{Contract, ToolOutcome, UpstreamFault};
+use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
 use crate::context::RequestCtx;
+use crate::endpoint::{Binding, Caller, Endpoint};
 use crate::error::Failure;
 use crate::exchange::{BodyStream, HttpRequest, HttpResponse};
 use crate::json::Doc;
@@ -27,42 +28,27 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
-/// One tenant's MCP endpoint, built from config (immutable; reload swaps it).
+/// The MCP binding of one tenant: what only MCP has (built from config, immutable; a reload
+/// swaps it). It serves through the tenant's [`Endpoint`], which it shares with the A2A binding.
 #[derive(Debug)]
-pub struct Endpoint {
-    pub tenant: String,
-    pub path: String,
-    pub allowed_origins: Vec<String>,
+pub struct McpBinding {
     pub sessions: Option<Arc<SessionStore>>,
-    /// Shared by every tenant with the same catalog (`aap::catalog::CatalogInterner`).
-    pub tools: Arc<crate::aap::catalog::ToolCatalog>,
     /// Host compatibility (`openai-strict`, `null-as-absent`): an explicit `null` for an
     /// optional, non-nullable property is dropped before the canonical validation.
     pub drop_nulls: bool,
     pub page_size: usize,
     pub list_ttl_ms: u64,
     pub instructions: Option<String>,
-    pub contract: Arc<Contract>,
     pub server_name: String,
-    pub max_body_bytes: usize,
-    pub max_json_depth: usize,
-    pub auth: Option<Arc<crate::auth::Authenticator>>,
-    pub tenant_bucket: Option<crate::state::Bucket>,
-    pub caller_bucket: Option<crate::state::Bucket>,
+}
+
+/// A request being served: the tenant's endpoint and its MCP binding.
+struct Mcp<'a> {
+    ep: &'a Endpoint,
+    cfg: &'a McpBinding,
 }
 
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// A caller identity verified by the auth layer (`anonymous` when none).
-pub struct Caller<'a> {
-    pub scope: &'a str,
-    /// True when results depend on authorization (→ `cacheScope: private`).
-    pub private: bool,
-    /// The tenant's authenticator and the verified principal, for per-tool
-    /// scope checks.
-    pub auth: Option<&'a crate::auth::Authenticator>,
-    pub principal: Option<&'a crate::auth::Principal>,
-}
 
 struct RpcReply {
     status: u16,
@@ -127,70 +113,12 @@ impl RpcReply {
     }
 }
 
-/// True unless the request carries an `Origin` outside `allowed` (or more
-/// than one). Requests without `Origin` (server-side agents) pass.
-pub fn origin_allowed(allowed: &[String], req: &HttpRequest) -> bool {
-    let Some(origin) = req.header_all("origin").next() else {
-        return true;
-    };
-    req.header_count("origin") == 1
-        && std::str::from_utf8(origin)
-            .map(|o| allowed.iter().any(|a| a.eq_ignore_ascii_case(o.trim())))
-            .unwrap_or(false)
-}
-
-pub fn origin_refused() -> RpcError {
-    RpcError::of(
-        Failure::OriginRefused,
-        "Forbidden: Origin is not allowed for this endpoint",
-    )
-}
-
-impl Endpoint {
+impl McpBinding {
     fn allow_methods(&self) -> &'static str {
         if self.sessions.is_some() {
             "POST, DELETE"
         } else {
             "POST"
-        }
-    }
-
-    /// The request id for an answer decided before the body is parsed
-    /// (403, 405, 406, 415): present when the body is a valid request
-    /// envelope within the size limit.
-    pub fn early_id(&self, req: &HttpRequest) -> Option<Value> {
-        if req.body.len() > self.max_body_bytes {
-            return None;
-        }
-        jsonrpc::request_id(&req.body, self.max_json_depth)
-    }
-
-    fn error_response(
-        &self,
-        err: &RpcError,
-        id: Option<&Value>,
-        out: &mut RequestCtx,
-    ) -> HttpResponse {
-        out.outcome = err.code.to_string();
-        let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
-        resp.headers.extend(err.headers.iter().cloned());
-        resp
-    }
-
-    /// The refusal that the request's head alone decides, in the order
-    /// [`Endpoint::handle`] checks it: Origin (403), HTTP method (405),
-    /// then for a POST `Content-Type` (415) and `Accept` (406). Used for
-    /// `Expect: 100-continue`, where the answer must come before the body.
-    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
-        if !origin_allowed(&self.allowed_origins, req) {
-            return Some(origin_refused());
-        }
-        match req.method.as_str() {
-            "POST" => {
-                media::check_post(req.header_str("content-type"), req.header_str("accept")).err()
-            }
-            "DELETE" if self.sessions.is_some() => None,
-            _ => Some(self.method_not_allowed()),
         }
     }
 
@@ -206,38 +134,66 @@ impl Endpoint {
             .push(("allow".into(), self.allow_methods().into()));
         err
     }
+}
 
-    /// Serve one HTTP request addressed to this endpoint.
-    pub async fn handle(
+impl Binding for McpBinding {
+    const NAME: &'static str = "mcp";
+
+    /// HTTP method (405), then for a POST `Content-Type` (415) and `Accept` (406).
+    fn head_rules(&self, req: &HttpRequest) -> Option<RpcError> {
+        match req.method.as_str() {
+            "POST" => {
+                media::check_post(req.header_str("content-type"), req.header_str("accept")).err()
+            }
+            "DELETE" if self.sessions.is_some() => None,
+            _ => Some(self.method_not_allowed()),
+        }
+    }
+
+    /// Plain JSON with the error's own headers (`Allow`, `WWW-Authenticate`, `Retry-After`).
+    fn refusal(&self, e: &RpcError, req: &HttpRequest, id_depth: usize) -> HttpResponse {
+        let id = (id_depth > 0)
+            .then(|| jsonrpc::request_id(&req.body, id_depth))
+            .flatten();
+        let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
+        resp.headers.extend(e.headers.iter().cloned());
+        resp
+    }
+
+    async fn serve(
         &self,
+        ep: &Endpoint,
         req: &HttpRequest,
         caller: &Caller<'_>,
         out: &mut RequestCtx,
     ) -> HttpResponse {
-        if !origin_allowed(&self.allowed_origins, req) {
-            return self.error_response(&origin_refused(), self.early_id(req).as_ref(), out);
-        }
+        let mcp = Mcp { ep, cfg: self };
         match req.method.as_str() {
-            "POST" => self.post(req, caller, out).await,
-            "DELETE" if self.sessions.is_some() => self.delete(req, out),
-            _ => {
-                let resp = self.error_response(
-                    &self.method_not_allowed(),
-                    self.early_id(req).as_ref(),
-                    out,
-                );
-                out.outcome = "405".into();
-                resp
-            }
+            "DELETE" => mcp.delete(req, out),
+            _ => mcp.post(req, caller, out).await,
         }
+    }
+}
+
+impl Mcp<'_> {
+    fn error_response(
+        &self,
+        err: &RpcError,
+        id: Option<&Value>,
+        out: &mut RequestCtx,
+    ) -> HttpResponse {
+        out.outcome = err.code.to_string();
+        let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
+        resp.headers.extend(err.headers.iter().cloned());
+        resp
     }
 
     fn delete(&self, req: &HttpRequest, out: &mut RequestCtx) -> HttpResponse {
-        let Some(store) = &self.sessions else {
+        let Some(store) = &self.cfg.sessions else {
             return HttpResponse::new(405);
         };
         match session_header(req) {
-            Ok(Some(id)) if store.end(&self.tenant, &id) => {
+            Ok(Some(id)) if store.end(&self.ep.tenant, &id) => {
                 out.outcome = "ok".into();
                 HttpResponse::new(204)
             }
@@ -263,15 +219,13 @@ impl Endpoint {
         let framing =
             match media::check_post(req.header_str("content-type"), req.header_str("accept")) {
                 Ok(f) => f,
-                Err(e) => return self.error_response(&e, self.early_id(req).as_ref(), out),
+                // The endpoint ran the head rules; this is their framing.
+                Err(e) => return self.error_response(&e, None, out),
             };
-        if req.body.len() > self.max_body_bytes {
-            return self.error_response(&body_too_large(self.max_body_bytes), None, out);
-        }
         if let Some(t) = &out.trace {
             t.begin(Phase::Parse);
         }
-        let message = match jsonrpc::parse_message(&req.body, self.max_json_depth) {
+        let message = match jsonrpc::parse_message(&req.body, self.ep.max_json_depth) {
             Ok(m) => m,
             Err(e) => return self.error_response(&e, None, out),
         };
@@ -368,7 +322,10 @@ impl Endpoint {
                 if filled_version {
                     out.filled.push("MCP-Protocol-Version");
                 }
-                if rev == Revision::Legacy && self.sessions.is_some() && session_version.is_none() {
+                if rev == Revision::Legacy
+                    && self.cfg.sessions.is_some()
+                    && session_version.is_none()
+                {
                     return Err(RpcError::of(Failure::InvalidRequest,
                         "Bad Request: this endpoint uses sessions; initialize first and send Mcp-Session-Id"));
                 }
@@ -389,12 +346,12 @@ impl Endpoint {
                 {
                     Answer::Result(result) => Ok(RpcReply::ok(result_body(
                         id,
-                        with_revision_fields(rev, result, &self.server_name),
+                        with_revision_fields(rev, result, &self.cfg.server_name),
                     ))),
                     Answer::Tool(result) => Ok(RpcReply::ok_bytes(tool_message(
                         id,
                         rev,
-                        &self.server_name,
+                        &self.cfg.server_name,
                         SERVER_VERSION,
                         &result,
                     ))),
@@ -460,7 +417,7 @@ impl Endpoint {
         message: &Message,
         mirror: &MirrorHeaders,
     ) -> Result<Option<String>, RpcError> {
-        let Some(store) = &self.sessions else {
+        let Some(store) = &self.cfg.sessions else {
             return Ok(None);
         };
         let modern_body = revision::request_meta(message.params())
@@ -471,7 +428,7 @@ impl Endpoint {
         let modern_header = mirror.protocol_version.as_deref() == Some(revision::MODERN);
         match session_header(req)? {
             None => Ok(None),
-            Some(id) => match store.touch(&self.tenant, &id) {
+            Some(id) => match store.touch(&self.ep.tenant, &id) {
                 Some(v) => Ok(Some(v)),
                 None if modern_header => Ok(None),
                 None => Err(session_not_found()),
@@ -523,14 +480,14 @@ impl Endpoint {
         let mut result = json!({
             "protocolVersion": negotiated,
             "capabilities": { "tools": { "listChanged": false } },
-            "serverInfo": { "name": self.server_name, "version": SERVER_VERSION },
+            "serverInfo": { "name": self.cfg.server_name, "version": SERVER_VERSION },
         });
-        if let Some(i) = &self.instructions {
+        if let Some(i) = &self.cfg.instructions {
             result["instructions"] = json!(i);
         }
         let mut reply = RpcReply::ok(result_body(id, result));
-        if let Some(store) = &self.sessions {
-            let sid = store.create(&self.tenant, negotiated);
+        if let Some(store) = &self.cfg.sessions {
+            let sid = store.create(&self.ep.tenant, negotiated);
             reply.headers.push((headers::SESSION_ID.into(), sid));
         }
         Ok(reply)
@@ -557,10 +514,10 @@ impl Endpoint {
                 let mut r = json!({
                     "supportedVersions": revision::SUPPORTED,
                     "capabilities": { "tools": { "listChanged": false } },
-                    "ttlMs": self.list_ttl_ms,
+                    "ttlMs": self.cfg.list_ttl_ms,
                     "cacheScope": cache_scope,
                 });
-                if let Some(i) = &self.instructions {
+                if let Some(i) = &self.cfg.instructions {
                     r["instructions"] = json!(i);
                 }
                 Ok(r)
@@ -590,7 +547,7 @@ impl Endpoint {
         let offset = match params.and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
             Some(Value::String(c)) => decode_list_cursor(c)
-                .filter(|o| *o < self.tools.len())
+                .filter(|o| *o < self.ep.tools.len())
                 .ok_or_else(|| {
                     RpcError::of(
                         Failure::ParamsRefused,
@@ -604,12 +561,12 @@ impl Endpoint {
                 ))
             }
         };
-        let end = (offset + self.page_size).min(self.tools.len());
+        let end = (offset + self.cfg.page_size).min(self.ep.tools.len());
         let mut r = json!({
-            "ttlMs": self.list_ttl_ms,
+            "ttlMs": self.cfg.list_ttl_ms,
             "cacheScope": cache_scope,
         });
-        if end < self.tools.len() {
+        if end < self.ep.tools.len() {
             r["nextCursor"] = json!(URL_SAFE_NO_PAD.encode(format!("tools:{end}")));
         }
         Ok(((offset, end), r))
@@ -625,13 +582,13 @@ impl Endpoint {
         (offset, end): (usize, usize),
         rest: Value,
     ) -> Vec<u8> {
-        let rest = with_revision_fields(ctx.rev, rest, &self.server_name);
+        let rest = with_revision_fields(ctx.rev, rest, &self.cfg.server_name);
         let rest = serde_json::to_vec(&rest).unwrap_or_default();
         let owned;
-        let page = match self.tools.page(offset, self.page_size) {
+        let page = match self.ep.tools.page(offset, self.cfg.page_size) {
             Some(p) => p,
             None => {
-                owned = serde_json::to_vec(&self.tools[offset..end]).unwrap_or_default();
+                owned = serde_json::to_vec(&self.ep.tools[offset..end]).unwrap_or_default();
                 &owned[..]
             }
         };
@@ -661,7 +618,7 @@ impl Endpoint {
         }
         let mut value = arguments.value().clone();
         let dropped =
-            crate::aap::compat::drop_nulls(self.contract.schemas.request_doc(skill), &mut value);
+            crate::aap::compat::drop_nulls(self.ep.contract.schemas.request_doc(skill), &mut value);
         if dropped.is_empty() {
             return arguments;
         }
@@ -675,11 +632,6 @@ impl Endpoint {
         }
     }
 
-    /// True when the tenant serves `skill` (its tool is in `tools/list`).
-    pub fn implements(&self, skill: Skill) -> bool {
-        self.tools.iter().any(|t| t["name"] == skill.tool_name())
-    }
-
     async fn call_tool(
         &self,
         ctx: &ToolCallRequest<'_>,
@@ -689,16 +641,16 @@ impl Endpoint {
         out: &mut RequestCtx,
     ) -> Result<Answer, RpcError> {
         let skill = Skill::from_tool_name(name)
-            .filter(|s| self.implements(*s))
+            .filter(|s| self.ep.implements(*s))
             .ok_or_else(|| RpcError::of(Failure::ParamsRefused, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
         out.tool = Some(skill.tool_name());
-        authorize_skill(caller, skill)?;
+        caller.authorize(skill)?;
         let arguments = match ctx.arguments {
             Some(doc) => Arguments::new(doc),
             None => Arguments::empty(),
         };
-        let arguments = if self.drop_nulls {
+        let arguments = if self.cfg.drop_nulls {
             self.without_nulls(skill, arguments, out)
         } else {
             arguments
@@ -720,8 +672,9 @@ impl Endpoint {
             correlation_id: out.correlation_id.clone(),
             trace: out.trace.clone(),
         };
-        if !(ctx.stream_ok && self.contract.backend.may_notify()) {
+        if !(ctx.stream_ok && self.ep.contract.backend.may_notify()) {
             let done = self
+                .ep
                 .contract
                 .execute(skill, &arguments, caller.scope, &forward)
                 .await;
@@ -732,7 +685,7 @@ impl Endpoint {
         // Without notifications the answer is the same as without SSE.
         let (tx, mut events) = tokio::sync::mpsc::channel(EVENT_BUFFER);
         forward.events = Some(tx);
-        let contract = self.contract.clone();
+        let contract = self.ep.contract.clone();
         let args = arguments.into_owned();
         let scope = caller.scope.to_owned();
         let mut call =
@@ -764,7 +717,7 @@ impl Endpoint {
         let finisher = StreamFinish {
             rev: ctx.rev,
             id: ctx.id.clone(),
-            server_name: self.server_name.clone(),
+            server_name: self.cfg.server_name.clone(),
         };
         let cancellable = skill.is_read();
         tokio::spawn(async move {
@@ -791,9 +744,12 @@ impl Endpoint {
                     return;
                 }
             }
+            // The access line was written when the stream started (outcome `stream`); the
+            // final answer goes to the client only.
             let done = call.await.map_err(|_| call_task_failed());
-            let mut scratch = RequestCtx::default();
-            let answer = done.and_then(|d| tool_answer(d, finisher.rev, &mut scratch));
+            let answer = done
+                .and_then(|d| tool_outcome(d, finisher.rev))
+                .map(|(result, _outcome)| result);
             if !client_gone {
                 let _ = btx.send(finisher.event(answer)).await;
             }
@@ -810,39 +766,10 @@ impl Endpoint {
         StreamFinish {
             rev: ctx.rev,
             id: ctx.id.clone(),
-            server_name: self.server_name.clone(),
+            server_name: self.cfg.server_name.clone(),
         }
         .event(answer)
     }
-}
-
-/// The per-skill scope check of a verified caller (every binding runs it
-/// before the contract): 401/403 with the tenant's `WWW-Authenticate`
-/// challenge when the token does not allow `skill`.
-pub fn authorize_skill(caller: &Caller<'_>, skill: Skill) -> Result<(), RpcError> {
-    let Some(auth) = caller.auth else {
-        return Ok(());
-    };
-    let Err(denial) = auth.authorize(skill.id(), caller.principal) else {
-        return Ok(());
-    };
-    let challenge = auth.challenge(&denial);
-    let mut e = match challenge.status {
-        403 => RpcError::of(
-            Failure::InsufficientScope,
-            "Forbidden: the access token lacks the scope this tool needs",
-        ),
-        _ => RpcError::of(
-            Failure::Unauthorized,
-            "Unauthorized: this tool needs an OAuth access token",
-        ),
-    };
-    e.headers = challenge
-        .headers
-        .into_iter()
-        .filter(|(n, _)| n == "www-authenticate")
-        .collect();
-    Err(e)
 }
 
 /// What the end of a streamed call needs to frame its response.
@@ -887,23 +814,36 @@ fn call_task_failed() -> RpcError {
     )
 }
 
-/// A contract outcome as a tools/call result or a JSON-RPC error.
+/// A contract outcome as a tools/call result or a JSON-RPC error; the access line's outcome
+/// is the request's.
 fn tool_answer(
     done: Result<ToolOutcome, UpstreamFault>,
     rev: Revision,
     out: &mut RequestCtx,
 ) -> Result<ToolResult, RpcError> {
+    let (result, outcome) = tool_outcome(done, rev)?;
+    out.outcome = outcome;
+    Ok(result)
+}
+
+/// A contract outcome as a tools/call result and its access-line outcome, or a JSON-RPC error.
+fn tool_outcome(
+    done: Result<ToolOutcome, UpstreamFault>,
+    rev: Revision,
+) -> Result<(ToolResult, String), RpcError> {
     let outcome = done.map_err(|fault| match fault {
         UpstreamFault::Unavailable => RpcError::of(Failure::UpstreamUnavailable, "Bad Gateway: the dealer system could not be reached; nothing was executed"),
         UpstreamFault::CredentialsRefused => RpcError::of(Failure::UpstreamCredentialsRefused, "Bad Gateway: the dealer system refused the gateway's credentials; nothing was executed (the gateway's operator must renew them; retrying does not help until then)"),
         UpstreamFault::Timeout => RpcError::of(Failure::UpstreamTimeout, "Gateway Timeout: the dealer system did not answer in time; the outcome is unknown (retry a lead only with the same idempotency_key)"),
         UpstreamFault::Protocol(e) => upstream_protocol_error(e, rev),
     })?;
-    out.outcome = outcome.outcome;
-    Ok(ToolResult {
-        payload: outcome.payload,
-        is_error: outcome.is_error,
-    })
+    Ok((
+        ToolResult {
+            payload: outcome.payload,
+            is_error: outcome.is_error,
+        },
+        outcome.outcome,
+    ))
 }
 
 /// An upstream MCP error keeps its code, message and data; the HTTP status
@@ -975,12 +915,5 @@ fn session_not_found() -> RpcError {
     RpcError::of(
         Failure::SessionNotFound,
         "Session not found: initialize again without Mcp-Session-Id",
-    )
-}
-
-pub fn body_too_large(limit: usize) -> RpcError {
-    RpcError::of(
-        Failure::PayloadTooLarge,
-        format!("Payload Too Large: the body exceeds {limit} bytes"),
     )
 }

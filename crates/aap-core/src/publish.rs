@@ -5,9 +5,9 @@
 //! can never disagree with each other or with the MCP catalog. They are serialized once per
 //! config generation; the strong `ETag` is a digest of the bytes.
 
-use super::catalog::AAP_META_KEY;
-use super::schemas::{AAP_RELEASE, SCHEMA_BASE_URL};
-use super::skill::Skill;
+use crate::aap::catalog::AAP_META_KEY;
+use crate::aap::schemas::{AAP_RELEASE, SCHEMA_BASE_URL};
+use crate::aap::skill::Skill;
 use crate::auth::{AuthConfig, AuthMode};
 use crate::digest::{canonical_json, sha256_hex};
 use crate::mcp::revision::SUPPORTED;
@@ -143,63 +143,6 @@ pub struct Tenant<'a> {
     pub list_ttl_ms: u64,
 }
 
-/// `Ok` for an absolute `https` URL, or `http` on a loopback host (`crate::host`); no
-/// user info, query or fragment.
-pub fn check_public_url(url: &str) -> Result<(), String> {
-    let u =
-        crate::host::http_url(url).map_err(|e| format!("must be an absolute https URL ({e})"))?;
-    if u.query().is_some() || url.contains('?') {
-        return Err("must be an absolute https URL without user info, query or fragment".into());
-    }
-    match u.scheme() {
-        "https" => Ok(()),
-        _ if u.host_str().is_some_and(crate::host::is_loopback_host) => Ok(()),
-        _ => Err(
-            "must use https (plain http is accepted only on localhost, 127.0.0.0/8 and [::1])"
-                .into(),
-        ),
-    }
-}
-
-/// A host name or address, optionally with `:port`: what a `Host` header
-/// carries (no scheme, path or user info), by the rules of `crate::host`.
-pub fn is_host(h: &str) -> bool {
-    crate::host::Authority::parse(h).is_ok()
-}
-
-/// The key a configured dealer domain is stored under in a host table: its normalized
-/// `host[:port]` (`crate::host`: lower case, no trailing dot).
-pub fn host_table_key(configured: &str) -> String {
-    match crate::host::Authority::parse(configured) {
-        Ok(a) => a.with_port(),
-        Err(_) => configured.trim().to_ascii_lowercase(),
-    }
-}
-
-/// The keys a request's `Host` is looked up by in a table of [`host_table_key`]s, in order: the
-/// whole header normalized (an entry equal to it, port included), then, when it has a port, its
-/// host alone (an entry without a port names the domain on any port). An entry with a port never
-/// equals the second key, so one table serves both.
-///
-/// ```
-/// use aap_core::aap::publish::{host_lookup_keys, host_table_key};
-/// let (whole, bare) = host_lookup_keys("WWW.D.example.:443");
-/// assert_eq!(whole, "www.d.example:443");
-/// assert_eq!(bare.as_deref(), Some(host_table_key("www.d.example").as_str()));
-/// ```
-pub fn host_lookup_keys(host_header: &str) -> (String, Option<String>) {
-    match crate::host::Authority::parse(host_header) {
-        Ok(a) => (a.with_port(), a.port.is_some().then(|| a.host.clone())),
-        Err(_) => (host_header.trim().to_ascii_lowercase(), None),
-    }
-}
-
-/// The tenant prefix: the MCP path without its last segment
-/// (`/aap/3.0.0/demo-toyota/mcp` → `/aap/3.0.0/demo-toyota`; `/mcp` → ``).
-pub fn prefix_of(path: &str) -> &str {
-    &path[..path.rfind('/').unwrap_or(0)]
-}
-
 /// The public URL of the A2A interface beside an MCP URL: its last path
 /// segment replaced by `a2a`.
 pub fn a2a_url(mcp_url: &str) -> String {
@@ -208,17 +151,7 @@ pub fn a2a_url(mcp_url: &str) -> String {
 
 /// A document's public URL under the prefix of an MCP URL.
 pub fn document_url(mcp_url: &str, kind: Kind) -> String {
-    format!("{}{}", prefix_of(mcp_url), kind.path())
-}
-
-fn skill_name(skill: Skill) -> &'static str {
-    match skill {
-        Skill::DealerInformation => "Dealer information",
-        Skill::InventoryFacets => "Inventory facets",
-        Skill::InventorySearch => "Inventory search",
-        Skill::InventoryVehicle => "Vehicle detail",
-        Skill::LeadSubmit => "Submit a consented lead",
-    }
+    format!("{}{}", crate::host::prefix_of(mcp_url), kind.path())
 }
 
 fn skill_description(skill: Skill) -> &'static str {
@@ -394,7 +327,7 @@ pub fn agent_card(t: &Tenant<'_>) -> Value {
         .map(|s| {
             let mut v = json!({
                 "id": s.id(),
-                "name": skill_name(*s),
+                "name": s.title(),
                 "description": skill_description(*s),
                 "tags": skill_tags(*s),
                 "inputModes": [request_media_type(*s)],
@@ -557,7 +490,7 @@ pub fn poppy(t: &Tenant<'_>, card_id: &str) -> Value {
 
 /// Generate and serialize the three documents.
 pub fn build(t: &Tenant<'_>) -> Result<Documents, String> {
-    check_public_url(t.mcp_url).map_err(|e| format!("public_url: {e}"))?;
+    crate::host::check_public_url(t.mcp_url).map_err(|e| format!("public_url: {e}"))?;
     if t.skills.is_empty() {
         return Err("skills: nothing to publish".into());
     }
@@ -601,48 +534,6 @@ mod tests {
     }
 
     #[test]
-    fn public_urls_are_https_or_loopback() {
-        for ok in [
-            "https://api.example.com/a/mcp",
-            "http://127.0.0.1:8080/a/mcp",
-            "http://localhost/a/mcp",
-            "http://[::1]:9/a/mcp",
-        ] {
-            assert!(check_public_url(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "http://api.example.com/a/mcp",
-            "http://localhost.evil.com/a/mcp",
-            "http://127.0.0.1.evil.com/a/mcp",
-            "https://user@api.example.com/a/mcp",
-            "https://api.example.com/a/mcp?x=1",
-            "ftp://api.example.com/a",
-            "api.example.com/a",
-            "https:///a",
-        ] {
-            assert!(check_public_url(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn hosts_match_with_or_without_port() {
-        let host_matches = |configured: &str, header: &str| {
-            let key = host_table_key(configured);
-            let (whole, bare) = host_lookup_keys(header);
-            key == whole || bare.as_deref() == Some(key.as_str())
-        };
-        assert!(host_matches("www.d.example", "WWW.D.example:443"));
-        assert!(host_matches(" WWW.d.example ", "www.d.example"));
-        assert!(host_matches("[::1]", "[::1]:8080"));
-        assert!(!host_matches("[::1]:80", "[::1]"));
-        assert!(host_matches("www.d.example:8443", "www.d.example:8443"));
-        assert!(!host_matches("www.d.example:8443", "www.d.example"));
-        assert!(!host_matches("d.example", "www.d.example"));
-        assert!(is_host("[::1]:80") && is_host("d.example") && !is_host("d.example/x"));
-        assert!(!is_host("https://d.example") && !is_host("a b"));
-    }
-
-    #[test]
     fn id_follows_content_only() {
         let caps = json!({"filters": ["make"]});
         let a = build(&tenant(&[Skill::InventorySearch], &caps)).unwrap();
@@ -677,8 +568,10 @@ mod tests {
 
     #[test]
     fn prefixes_and_siblings() {
-        assert_eq!(prefix_of("/aap/3.0.0/demo/mcp"), "/aap/3.0.0/demo");
-        assert_eq!(prefix_of("/mcp"), "");
+        assert_eq!(
+            document_url("https://h.example/aap/3.0.0/demo/mcp", Kind::Card),
+            format!("https://h.example/aap/3.0.0/demo{}", Kind::Card.path())
+        );
         assert_eq!(
             a2a_url("https://h.example/aap/3.0.0/demo/mcp"),
             "https://h.example/aap/3.0.0/demo/a2a"
