@@ -8,9 +8,8 @@
 //! (docs/performance.md, "Platform scale"). A lookup costs a few more nanoseconds than a `std`
 //! `HashMap`'s, which the platform bench's spread search does not see.
 
-use super::generation::RelayTenant;
 use super::publish::Published;
-use super::tenant::{host_key, Serve, TenantUnit};
+use super::tenant::{host_key, RelayTenant, Serve, TenantUnit};
 use crate::config::{BackendConfig, TenantConfig};
 use crate::mcp::server::Endpoint;
 use imbl::HashMap;

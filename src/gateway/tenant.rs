@@ -4,7 +4,6 @@
 //! A generation holds units and cheap routing maps made from them. A reload or a tenant file
 //! that leaves a tenant's fingerprint unchanged keeps its unit (every `Arc` in it) as it was.
 
-use super::generation::{bucket, cluster_client, key_source, BuildError, RelayTenant};
 use crate::aap::catalog::{CatalogInterner, CatalogOptions};
 use crate::aap::contract::{Contract, ContractConfig};
 use crate::aap::cursor::CursorCodec;
@@ -14,10 +13,13 @@ use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
 use crate::backend::{default_capabilities, Backend};
 use crate::config::{BackendConfig, Config, TenantConfig};
+use crate::exchange::HttpRequest;
+use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::Endpoint;
 use crate::mcp::session::SessionStore;
 use crate::state::{Bucket, SharedState};
 use crate::upstream::a2a::{A2aUpstream, A2aUpstreamConfig};
+use crate::upstream::client::{Client, PeerSpec};
 use crate::upstream::cluster::Registry;
 use crate::upstream::embedded::{EmbeddedConfig, EmbeddedDealer};
 use crate::upstream::inventory::source::SourceSpec;
@@ -35,6 +37,33 @@ pub enum Serve {
     Endpoint(Arc<Endpoint>),
     Relay(Arc<RelayTenant>),
 }
+
+/// A tenant that relays every MCP request to one upstream server.
+#[derive(Debug)]
+pub struct RelayTenant {
+    pub tenant: String,
+    pub allowed_origins: Vec<String>,
+    pub auth: Option<Arc<Authenticator>>,
+    pub tenant_bucket: Option<Bucket>,
+    pub caller_bucket: Option<Bucket>,
+    pub relay: Arc<Relay>,
+}
+
+impl RelayTenant {
+    /// The refusal the head alone decides for a relay tenant: Origin, then
+    /// the relay's HTTP method and media checks (the same order as
+    /// `Endpoint::head_refusal`).
+    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
+        if !crate::mcp::server::origin_allowed(&self.allowed_origins, req) {
+            return Some(crate::mcp::server::origin_refused());
+        }
+        self.relay.head_refusal(req)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BuildError(pub String);
 
 /// Everything built for one tenant.
 pub struct TenantUnit {
@@ -440,6 +469,83 @@ pub(super) fn build(
         cert,
         upstream: addrs,
     }))
+}
+
+/// The peer and path of an `auth.jwks_url`.
+fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or("auth.jwks_url: not an absolute URL")?;
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].to_owned()),
+        None => (rest, "/".to_owned()),
+    };
+    let peer = PeerSpec::parse(&format!("{scheme}://{host}"))
+        .map_err(|e| format!("auth.jwks_url: {e}"))?;
+    Ok((peer, path))
+}
+
+/// The JWKS source of a tenant: a file, or a URL fetched through the same
+/// pooled Pingora client the upstream backends use.
+pub(super) fn key_source(
+    config: &Config,
+    a: &crate::auth::AuthConfig,
+    clusters: &Registry,
+) -> Result<crate::auth::KeySource, String> {
+    match (&a.jwks_file, &a.jwks_url) {
+        (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
+        (None, Some(url)) => {
+            let (peer, path) = jwks_peer(url)?;
+            let scheme = if peer.tls { "https" } else { "http" };
+            // An unnamed cluster of its own: JWKS hosts share nothing with
+            // the backends' pools, and identical ones share one client.
+            let client = clusters
+                .client(&crate::config::ClusterConfig {
+                    name: String::new(),
+                    peers: vec![format!("{scheme}://{}:{}", peer.host, peer.port)],
+                    connect_timeout_ms: 2_000,
+                    request_timeout_ms: 5_000,
+                    health_check_interval_ms: 30_000,
+                    pool_size: 4,
+                    pool_idle_timeout_secs: 30,
+                    dns_refresh_secs: 60,
+                })
+                .map_err(|e| format!("auth.jwks_url: {e}"))?;
+            Ok(crate::auth::KeySource::Url(Box::new(
+                crate::upstream::client::JwksOverClient { client, path },
+            )))
+        }
+        _ => Err("auth: set exactly one of jwks_file and jwks_url".into()),
+    }
+}
+
+/// The shared client of a forwarding backend's cluster (named or inline).
+pub(super) fn cluster_client(
+    clusters: &Registry,
+    config: &Config,
+    backend: &crate::config::BackendConfig,
+) -> Result<Arc<Client>, String> {
+    let cluster = config
+        .cluster_of(backend)
+        .ok_or("backend.cluster: names no [[clusters]] entry")?;
+    clusters
+        .client(&cluster)
+        .map_err(|e| format!("backend.{e}"))
+}
+
+pub(super) fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
+    if per_second <= 0.0 {
+        return None;
+    }
+    let capacity = if burst > 0 {
+        burst
+    } else {
+        per_second.ceil().max(1.0) as u64
+    };
+    Some(Bucket {
+        capacity,
+        per: Duration::from_secs_f64(capacity as f64 / per_second),
+    })
 }
 
 /// A `Host` header value (or SNI name) as routing compares it
