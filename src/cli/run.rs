@@ -75,7 +75,7 @@ pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn()) -> ExitCode {
         return ExitCode::from(2);
     }
     // Lead delivery runs on a runtime of its own (`leads::outbox`).
-    if let Err(e) = crate::leads::outbox::start_delivery() {
+    if let Err(e) = crate::leads::outbox::outboxes().start_delivery() {
         eprintln!("aap-gateway: {e}");
         return ExitCode::from(1);
     }

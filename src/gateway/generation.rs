@@ -204,7 +204,7 @@ impl ConfigGeneration {
                 let id = t.id.clone();
                 tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
                     // Its previous version (if any) keeps its sinks.
-                    crate::leads::outbox::discard_staged_of(&id);
+                    crate::leads::outbox::outboxes().discard_staged_of(&id);
                     e.0
                 })
             });

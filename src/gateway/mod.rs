@@ -330,10 +330,10 @@ impl Gateway {
             Some(&current),
             crate::upstream::cluster::registry(),
         )
-        .inspect_err(|_| crate::leads::outbox::discard_staged())?;
+        .inspect_err(|_| crate::leads::outbox::outboxes().discard_staged())?;
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
-        crate::leads::outbox::commit_staged();
+        crate::leads::outbox::outboxes().commit_staged();
         // The previous generation is freed here unless a request still
         // holds it (then by the `retire` thread), and what the build parsed
         // is given back to the system too.

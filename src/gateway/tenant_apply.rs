@@ -149,7 +149,7 @@ impl Gateway {
                 };
                 self.swap(cur.with_routes(routes, files), changed);
                 // This tenant's lead outbox takes its new sinks only now.
-                crate::leads::outbox::commit_staged();
+                crate::leads::outbox::outboxes().commit_staged();
                 APPLIES.with_label_values(&["applied"]).inc();
                 tracing::info!(
                     file = name,
@@ -162,7 +162,7 @@ impl Gateway {
             Err(e) => {
                 if let Some(id) = &staged_for {
                     // The serving version (if any) keeps its sinks.
-                    crate::leads::outbox::discard_staged_of(id);
+                    crate::leads::outbox::outboxes().discard_staged_of(id);
                 }
                 log_refused(name, &e, old.is_some());
                 files.insert(

@@ -32,7 +32,7 @@ pub(super) fn endpoint_backend(
 }
 
 /// The embedded dealer. Building it stages its lead outbox's new sinks and
-/// policy (`crate::leads::outbox::attach`): the caller commits them once the
+/// policy (`Outboxes::attach`): the caller commits them once the
 /// generation is served, or discards them.
 fn embedded(
     t: &TenantConfig,
@@ -62,7 +62,8 @@ fn embedded(
         retention: Duration::from_secs(config.state.lead_retention_days * 86_400),
     };
     // Staged until the generation is served (see above).
-    let outbox = crate::leads::outbox::attach(&t.id, &leads_file, store_use, &e.sinks, &e.outbox)
+    let outbox = crate::leads::outbox::outboxes()
+        .attach(&t.id, &leads_file, store_use, &e.sinks, &e.outbox)
         .map_err(|e| e.to_string())?;
     let dealer = EmbeddedDealer::load(EmbeddedConfig {
         // Shared with every tenant naming the same source.

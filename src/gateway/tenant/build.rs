@@ -54,7 +54,7 @@ fn fingerprint(shared: &Shared<'_>, t: &TenantConfig, addrs: &str) -> [u8; 32] {
 /// and its cluster settings are unchanged, and legacy sessions.
 ///
 /// Building an embedded backend stages its lead outbox's new sinks and
-/// policy (`crate::leads::outbox::attach`): the caller commits them once the
+/// policy (`Outboxes::attach`): the caller commits them once the
 /// generation is served, or discards them.
 pub(in crate::gateway) fn build(
     t: TenantConfig,
