@@ -16,7 +16,7 @@ import tomllib
 import yaml
 
 # Seconds the gateway allows after the grace period for blocking work
-# (BLOCKING_WORK_SECS in src/main.rs).
+# (BLOCKING_WORK_SECS in src/cli/run.rs).
 BLOCKING_WORK_SECS = 2
 
 

@@ -209,7 +209,7 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/metrics" => {
-                crate::leads::outbox::refresh_gauges().await;
+                crate::leads::outbox::outboxes().refresh_gauges().await;
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
                 r.body = Bytes::from(crate::metrics::render());
@@ -410,10 +410,15 @@ async fn leads_admin(method: &str, path: &str, query: Option<&str>) -> Option<Ht
     let query = query.map(str::to_owned);
     let (status, body) = match (method, path) {
         ("GET", "/admin/leads/dead-letters") => {
-            crate::leads::outbox::admin_dead_letters(query.as_deref()).await
+            crate::leads::outbox::admin_dead_letters(
+                crate::leads::outbox::outboxes(),
+                query.as_deref(),
+            )
+            .await
         }
         ("POST", "/admin/leads/redrive") => {
-            crate::leads::outbox::admin_redrive(query.as_deref()).await
+            crate::leads::outbox::admin_redrive(crate::leads::outbox::outboxes(), query.as_deref())
+                .await
         }
         (_, "/admin/leads/dead-letters" | "/admin/leads/redrive") => (
             405,

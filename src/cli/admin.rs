@@ -55,11 +55,7 @@ pub enum AdminCommand {
 /// or no answer, 2 when there is no admin token to send or the input is bad.
 pub fn run(cfg: &Config, args: &AdminArgs) -> ExitCode {
     let Some(token) = &cfg.server.admin_secret else {
-        let why = match &cfg.server.admin_token_env {
-            Some(var) => format!("server.admin_token_env names {var}, which is unset or empty here: export {var} with the token the gateway runs with"),
-            None => "no admin token configured (set server.admin_token_file, server.admin_token_env or server.admin_token)".into(),
-        };
-        eprintln!("aap-gateway: admin: {why}");
+        eprintln!("aap-gateway: admin: {}", super::no_admin_token(cfg));
         return ExitCode::from(2);
     };
     let safe = |v: &str| {

@@ -2,20 +2,16 @@
 //! state, schemas, catalogs, one [`TenantUnit`] per tenant and the routing maps made from them.
 
 use super::routes::Routes;
-use super::tenant;
+use super::tenant::{self, BuildError};
+use super::tenant_dir;
 use crate::aap::catalog::CatalogInterner;
 use crate::aap::schemas::SchemaSet;
-use crate::auth::Authenticator;
 use crate::config::StateBackend;
 use crate::config::{Config, TenantConfig};
-use crate::exchange::HttpRequest;
 use crate::file_stamp::Stamp;
-use crate::mcp::jsonrpc::RpcError;
 use crate::state::redis::{RedisOptions, RedisState};
-use crate::state::{Bucket, SharedState};
-use crate::upstream::client::{Client, PeerSpec};
+use crate::state::SharedState;
 use crate::upstream::cluster::Registry;
-use crate::upstream::relay::Relay;
 use imbl::OrdMap;
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
@@ -57,33 +53,6 @@ pub struct TenantFile {
     pub error: Option<String>,
 }
 
-/// A tenant that relays every MCP request to one upstream server.
-#[derive(Debug)]
-pub struct RelayTenant {
-    pub tenant: String,
-    pub allowed_origins: Vec<String>,
-    pub auth: Option<Arc<Authenticator>>,
-    pub tenant_bucket: Option<Bucket>,
-    pub caller_bucket: Option<Bucket>,
-    pub relay: Arc<Relay>,
-}
-
-impl RelayTenant {
-    /// The refusal the head alone decides for a relay tenant: Origin, then
-    /// the relay's HTTP method and media checks (the same order as
-    /// `Endpoint::head_refusal`).
-    pub fn head_refusal(&self, req: &HttpRequest) -> Option<RpcError> {
-        if !crate::endpoint::origin_allowed(&self.allowed_origins, req) {
-            return Some(crate::endpoint::origin_refused());
-        }
-        self.relay.head_refusal(req)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BuildError(pub String);
-
 impl ConfigGeneration {
     /// Build without connecting or looking up any host name (for `check`
     /// and `catalog`): clients from an offline registry.
@@ -110,7 +79,7 @@ impl ConfigGeneration {
         previous: Option<&ConfigGeneration>,
         clusters: &Registry,
     ) -> Result<ConfigGeneration, BuildError> {
-        let dir = super::tenant_dir::read(&config).map_err(BuildError)?;
+        let dir = tenant_dir::read(&config).map_err(BuildError)?;
         Self::build_with(config, dir, generation, previous, clusters)
     }
 
@@ -128,7 +97,7 @@ impl ConfigGeneration {
     /// the outbox policy its build staged is discarded).
     pub fn build_with(
         config: Config,
-        dir: Vec<super::tenant_dir::FileRead>,
+        dir: Vec<tenant_dir::FileRead>,
         generation: u64,
         previous: Option<&ConfigGeneration>,
         clusters: &Registry,
@@ -235,7 +204,7 @@ impl ConfigGeneration {
                 let id = t.id.clone();
                 tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
                     // Its previous version (if any) keeps its sinks.
-                    crate::leads::outbox::discard_staged_of(&id);
+                    crate::leads::outbox::outboxes().discard_staged_of(&id);
                     e.0
                 })
             });
@@ -252,7 +221,7 @@ impl ConfigGeneration {
                     }
                 }
                 Err(e) => {
-                    super::tenant_dir::log_refused(&f.name, &e, old.is_some());
+                    tenant_dir::log_refused(&f.name, &e, old.is_some());
                     let kept = old.filter(|u| routes.add((*u).clone()).is_ok());
                     TenantFile {
                         stamp: f.stamp,
@@ -414,81 +383,4 @@ fn schemas_digest(config: &Config) -> String {
         h.update(std::fs::read(&p).unwrap_or_default());
     }
     hex::encode(h.finalize())
-}
-
-/// The peer and path of an `auth.jwks_url`.
-fn jwks_peer(url: &str) -> Result<(PeerSpec, String), String> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or("auth.jwks_url: not an absolute URL")?;
-    let (host, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], rest[i..].to_owned()),
-        None => (rest, "/".to_owned()),
-    };
-    let peer = PeerSpec::parse(&format!("{scheme}://{host}"))
-        .map_err(|e| format!("auth.jwks_url: {e}"))?;
-    Ok((peer, path))
-}
-
-/// The JWKS source of a tenant: a file, or a URL fetched through the same
-/// pooled Pingora client the upstream backends use.
-pub(super) fn key_source(
-    config: &Config,
-    a: &crate::auth::AuthConfig,
-    clusters: &Registry,
-) -> Result<crate::auth::KeySource, String> {
-    match (&a.jwks_file, &a.jwks_url) {
-        (Some(f), None) => Ok(crate::auth::KeySource::File(config.resolve(f))),
-        (None, Some(url)) => {
-            let (peer, path) = jwks_peer(url)?;
-            let scheme = if peer.tls { "https" } else { "http" };
-            // An unnamed cluster of its own: JWKS hosts share nothing with
-            // the backends' pools, and identical ones share one client.
-            let client = clusters
-                .client(&crate::config::ClusterConfig {
-                    name: String::new(),
-                    peers: vec![format!("{scheme}://{}:{}", peer.host, peer.port)],
-                    connect_timeout_ms: 2_000,
-                    request_timeout_ms: 5_000,
-                    health_check_interval_ms: 30_000,
-                    pool_size: 4,
-                    pool_idle_timeout_secs: 30,
-                    dns_refresh_secs: 60,
-                })
-                .map_err(|e| format!("auth.jwks_url: {e}"))?;
-            Ok(crate::auth::KeySource::Url(Box::new(
-                crate::upstream::client::JwksOverClient { client, path },
-            )))
-        }
-        _ => Err("auth: set exactly one of jwks_file and jwks_url".into()),
-    }
-}
-
-/// The shared client of a forwarding backend's cluster (named or inline).
-pub(super) fn cluster_client(
-    clusters: &Registry,
-    config: &Config,
-    backend: &crate::config::BackendConfig,
-) -> Result<Arc<Client>, String> {
-    let cluster = config
-        .cluster_of(backend)
-        .ok_or("backend.cluster: names no [[clusters]] entry")?;
-    clusters
-        .client(&cluster)
-        .map_err(|e| format!("backend.{e}"))
-}
-
-pub(super) fn bucket(per_second: f64, burst: u64) -> Option<Bucket> {
-    if per_second <= 0.0 {
-        return None;
-    }
-    let capacity = if burst > 0 {
-        burst
-    } else {
-        per_second.ceil().max(1.0) as u64
-    };
-    Some(Bucket {
-        capacity,
-        per: Duration::from_secs_f64(capacity as f64 / per_second),
-    })
 }

@@ -2,9 +2,10 @@
 //! request to a tenant, runs admission and the endpoint or relay, and ends every answer in `logging`.
 //!
 //! `generation` builds a generation from a config (the composition root) out of per-tenant
-//! units (`tenant`); `tenant_dir` applies tenant files one at a time; `admission` holds the
-//! one admission order every tenant kind shares; `mount` is the one serve pipeline (CORS,
-//! admission, the binding) for the MCP endpoint, the A2A binding and the relay.
+//! units (`tenant`); `tenant_dir` reads tenant files and `tenant_apply` applies them one at a
+//! time; `admission` holds the one admission order every tenant kind shares; `mount` is the one
+//! serve pipeline (CORS, admission, the binding) for the MCP endpoint, the A2A binding and the
+//! relay.
 
 mod admission;
 mod cors;
@@ -15,11 +16,12 @@ mod publish;
 mod retire;
 mod routes;
 mod tenant;
+mod tenant_apply;
 pub mod tenant_dir;
 
-pub use generation::{BuildError, Changed, ConfigGeneration, RelayTenant, TenantFile};
+pub use generation::{Changed, ConfigGeneration, TenantFile};
 pub use publish::Published;
-pub use tenant::{host_key, Serve, TenantUnit};
+pub use tenant::{host_key, BuildError, RelayTenant, Serve, TenantUnit};
 
 use crate::config::Config;
 use crate::context::RequestCtx;
@@ -67,7 +69,7 @@ impl Gateway {
             .config_generation
             .set(runtime.generation as i64);
         runtime.configure_metrics(Changed::All);
-        tenant_dir::publish_metrics(&runtime);
+        tenant_apply::publish_metrics(&runtime);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             loader: None,
@@ -132,7 +134,7 @@ impl Gateway {
             .config_generation
             .set(rt.generation as i64);
         rt.configure_metrics(changed);
-        tenant_dir::publish_metrics(&rt);
+        tenant_apply::publish_metrics(&rt);
         if let Some(names) = self.sni.get() {
             names.store(Arc::new(rt.routes.certs.clone()));
         }
@@ -328,10 +330,10 @@ impl Gateway {
             Some(&current),
             crate::upstream::cluster::registry(),
         )
-        .inspect_err(|_| crate::leads::outbox::discard_staged())?;
+        .inspect_err(|_| crate::leads::outbox::outboxes().discard_staged())?;
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
-        crate::leads::outbox::commit_staged();
+        crate::leads::outbox::outboxes().commit_staged();
         // The previous generation is freed here unless a request still
         // holds it (then by the `retire` thread), and what the build parsed
         // is given back to the system too.

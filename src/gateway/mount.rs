@@ -3,7 +3,8 @@
 
 use super::admission::{admit, refused, Admission, Admitted};
 use super::cors::{self, Cors};
-use super::generation::{ConfigGeneration, RelayTenant};
+use super::generation::ConfigGeneration;
+use super::tenant::RelayTenant;
 use crate::a2a::server::A2a;
 use crate::auth::{AuthMode, Authenticator};
 use crate::context::RequestCtx;

@@ -8,10 +8,8 @@
 //! (docs/performance.md, "Platform scale"). A lookup costs a few more nanoseconds than a `std`
 //! `HashMap`'s, which the platform bench's spread search does not see.
 
-use super::generation::RelayTenant;
 use super::publish::Published;
-use super::tenant::TenantEndpoint;
-use super::tenant::{host_key, Serve, TenantUnit};
+use super::tenant::{host_key, RelayTenant, Serve, TenantEndpoint, TenantUnit};
 use crate::config::{BackendConfig, TenantConfig};
 use imbl::HashMap;
 use pingora::tls::sign::CertifiedKey;

@@ -1,23 +1,9 @@
-//! The tenants directory (`tenants_dir`): reading its tenant files, watching it, and applying one
-//! changed file at a time to the running generation; a file that fails is refused on its own.
-//!
-//! The directory is polled (file size, modification time and inode, like the TLS files in
-//! `crate::tls`) rather than watched with inotify (`notify`): polling sees the same thing on
-//! every filesystem, including network mounts and Kubernetes ConfigMap volumes (a symlink
-//! swap) where inotify events are missed, and a file is applied only once it has stayed
-//! unchanged for one poll, so a half-written file is never read. A poll costs one `stat`
-//! per file.
+//! The tenants directory (`tenants_dir`) read: its tenant files (`*.toml`, not hidden) with their
+//! stamps, each parsed into a tenant or the reason it is refused; plain data, no generation.
 
-use super::generation::{Changed, ConfigGeneration, TenantFile};
-use super::tenant;
-use super::Gateway;
 use crate::config::{Config, TenantConfig};
 use crate::tls::{stamp, Stamp};
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
 
 /// One tenant file as read: its name in the directory, its stamp when
 /// read, and the tenant or why it is refused.
@@ -26,51 +12,6 @@ pub struct FileRead {
     pub name: String,
     pub stamp: Stamp,
     pub result: Result<TenantConfig, String>,
-}
-
-/// `aap_tenant_files{result}`: tenant files now applied and refused.
-static FILES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    let g = IntGaugeVec::new(
-        Opts::new(
-            "aap_tenant_files",
-            "Files of tenants_dir by state: applied (serving their current version) or refused",
-        ),
-        &["result"],
-    )
-    .expect("a valid metric definition");
-    let _ = crate::metrics::METRICS
-        .registry
-        .register(Box::new(g.clone()));
-    g
-});
-
-/// `aap_tenant_file_applies_total{result}`: one-file applies by result.
-static APPLIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    let c = IntCounterVec::new(
-        Opts::new(
-            "aap_tenant_file_applies_total",
-            "Tenant file changes applied one at a time, by result (applied, refused, removed)",
-        ),
-        &["result"],
-    )
-    .expect("a valid metric definition");
-    let _ = crate::metrics::METRICS
-        .registry
-        .register(Box::new(c.clone()));
-    for r in ["applied", "refused", "removed"] {
-        c.with_label_values(&[r]).inc_by(0);
-    }
-    c
-});
-
-/// Refresh `aap_tenant_files` from a generation (after every swap).
-pub(super) fn publish_metrics(rt: &ConfigGeneration) {
-    let refused = rt.files.values().filter(|f| f.error.is_some()).count();
-    FILES
-        .with_label_values(&["applied"])
-        .set((rt.files.len() - refused) as i64);
-    FILES.with_label_values(&["refused"]).set(refused as i64);
-    LazyLock::force(&APPLIES);
 }
 
 /// Log a refused file: its name and the problem (which never holds a
@@ -86,7 +27,7 @@ pub(super) fn log_refused(name: &str, error: &str, previous_serves: bool) {
 
 /// The tenant files (`*.toml`, not hidden) of a directory with their stamps,
 /// sorted by name. An unreadable directory is an error (never "no tenants").
-fn list(dir: &Path) -> Result<Vec<(String, Stamp)>, String> {
+pub(super) fn list(dir: &Path) -> Result<Vec<(String, Stamp)>, String> {
     let rd = std::fs::read_dir(dir)
         .map_err(|e| format!("tenants_dir: cannot read {}: {e}", dir.display()))?;
     let mut out = Vec::new();
@@ -104,7 +45,7 @@ fn list(dir: &Path) -> Result<Vec<(String, Stamp)>, String> {
     Ok(out)
 }
 
-fn read_one(config: &Config, dir: &Path, name: &str, stamp: Stamp) -> FileRead {
+pub(super) fn read_one(config: &Config, dir: &Path, name: &str, stamp: Stamp) -> FileRead {
     let result = std::fs::read_to_string(dir.join(name))
         .map_err(|e| format!("cannot read: {e}"))
         .and_then(|text| config.parse_tenant_file(&text));
@@ -124,181 +65,4 @@ pub fn read(config: &Config) -> Result<Vec<FileRead>, String> {
         .into_iter()
         .map(|(name, stamp)| read_one(config, &dir, &name, stamp))
         .collect())
-}
-
-impl Gateway {
-    /// Apply one file of `tenants_dir` as it is now (added, changed or
-    /// removed): only that tenant is built; every other tenant keeps its
-    /// unit. A file that fails is refused; the previous version of its
-    /// tenant, if any, keeps serving. Its upstream client comes from the
-    /// cluster registry (no lookup here); its lead outbox takes the new
-    /// sinks once the new generation is served, and keeps its old ones if
-    /// the file is refused (only this tenant's staged policy is dropped).
-    pub async fn apply_tenant_file(&self, name: &str) {
-        let _one_at_a_time = self.reload_lock.lock().await;
-        self.apply_tenant_file_now(name);
-        // What the replaced generation alone held (the old unit) goes now.
-        super::retire::free_unreferenced();
-    }
-
-    fn apply_tenant_file_now(&self, name: &str) {
-        let started = Instant::now();
-        let cur = self.current();
-        let Some(dir) = cur.config.tenants_dir_path() else {
-            return;
-        };
-        let path = dir.join(name);
-        let now = stamp(&path);
-        let mut files = cur.files.clone();
-        let old = files
-            .get(name)
-            .and_then(|f| f.tenant.as_deref())
-            .and_then(|id| cur.routes.units.get(id))
-            .filter(|u| u.file.as_deref() == Some(name))
-            .cloned();
-        // The routes without this file's tenant (a clone of persistent maps: O(1)).
-        let mut routes = cur.routes.clone();
-        if let Some(o) = &old {
-            routes.remove(o.id());
-        }
-        let removed = old.as_ref().map(|u| u.id());
-        if now.is_none() {
-            files.remove(name);
-            let changed = Changed::One {
-                removed,
-                added: None,
-            };
-            self.swap(cur.with_routes(routes, files), changed);
-            APPLIES.with_label_values(&["removed"]).inc();
-            tracing::info!(
-                file = name,
-                tenant = old.as_ref().map(|u| u.id()).unwrap_or("-"),
-                elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-                "tenant file removed"
-            );
-            return;
-        }
-        let read = read_one(&cur.config, &dir, name, now);
-        let clusters = cur.clusters();
-        let mut staged_for = None;
-        let built = read
-            .result
-            .and_then(|t| {
-                routes.check(&t, name)?;
-                let prior = old.as_ref().filter(|o| o.id() == t.id);
-                staged_for = Some(t.id.clone());
-                tenant::build(t, Some(name.to_owned()), &cur.shared(&clusters), prior)
-                    .map_err(|e| e.0)
-            })
-            .and_then(|unit| {
-                let same = old.as_ref().is_some_and(|o| Arc::ptr_eq(o, &unit));
-                let id = unit.id().to_owned();
-                routes.add(unit)?;
-                Ok((id, same))
-            });
-        match built {
-            Ok((id, same)) => {
-                files.insert(
-                    name.to_owned(),
-                    TenantFile {
-                        stamp: now,
-                        tenant: Some(id.clone()),
-                        error: None,
-                    },
-                );
-                let changed = Changed::One {
-                    removed,
-                    added: Some(&id),
-                };
-                self.swap(cur.with_routes(routes, files), changed);
-                // This tenant's lead outbox takes its new sinks only now.
-                crate::leads::outbox::commit_staged();
-                APPLIES.with_label_values(&["applied"]).inc();
-                tracing::info!(
-                    file = name,
-                    tenant = id,
-                    unchanged = same,
-                    elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-                    "tenant file applied"
-                );
-            }
-            Err(e) => {
-                if let Some(id) = &staged_for {
-                    // The serving version (if any) keeps its sinks.
-                    crate::leads::outbox::discard_staged_of(id);
-                }
-                log_refused(name, &e, old.is_some());
-                files.insert(
-                    name.to_owned(),
-                    TenantFile {
-                        stamp: now,
-                        tenant: old.as_ref().map(|u| u.id().to_owned()),
-                        error: Some(e),
-                    },
-                );
-                // The routes as they were: the previous version keeps serving.
-                let nothing = Changed::One {
-                    removed: None,
-                    added: None,
-                };
-                self.swap(cur.with_routes(cur.routes.clone(), files), nothing);
-                APPLIES.with_label_values(&["refused"]).inc();
-            }
-        }
-    }
-
-    /// One poll of `tenants_dir`: apply each file that differs from the
-    /// version the running generation knows and has not changed since the
-    /// previous poll (`last`), and each file that disappeared.
-    pub async fn poll_tenant_dir(&self, last: &mut HashMap<String, Stamp>) {
-        let cur = self.current();
-        let Some(dir) = cur.config.tenants_dir_path() else {
-            last.clear();
-            return;
-        };
-        let listed = match list(&dir) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "tenants_dir not read this time; the tenants keep serving");
-                return;
-            }
-        };
-        let mut due = Vec::new();
-        for (name, now) in &listed {
-            let known = cur.files.get(name).map(|f| f.stamp);
-            if known != Some(*now) && last.get(name) == Some(now) {
-                due.push(name.clone());
-            }
-        }
-        let listed: HashMap<String, Stamp> = listed.into_iter().collect();
-        for name in cur.files.keys() {
-            if !listed.contains_key(name) && !last.contains_key(name) {
-                due.push(name.clone());
-            }
-        }
-        *last = listed;
-        for name in due {
-            self.apply_tenant_file(&name).await;
-        }
-    }
-
-    /// Poll `tenants_dir` every `interval` on a thread of its own (0: never;
-    /// SIGHUP and `POST /reload` still re-read the whole directory).
-    pub fn watch_tenant_dir(self: &Arc<Self>, interval: Duration) {
-        if interval.is_zero() {
-            return;
-        }
-        let me = self.clone();
-        crate::background::spawn_loop(
-            "tenants-watch",
-            "tenants_dir watch unavailable; use SIGHUP or POST /reload",
-            move || async move {
-                let mut last = HashMap::new();
-                loop {
-                    tokio::time::sleep(interval).await;
-                    me.poll_tenant_dir(&mut last).await;
-                }
-            },
-        );
-    }
 }
