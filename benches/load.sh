@@ -330,3 +330,4 @@ print(f"soak RSS KiB: first {s[0]}, last {s[-1]} (2 s after the load), max {max(
 PY
 fi
 [ "$FULL_OK" = 1 ] || echo "(full leg measured without an upstream hop)"
+if [ -s "$WORK/nginx/error.log" ]; then echo "nginx error log (last lines):"; tail -n 5 "$WORK/nginx/error.log"; fi

@@ -3,7 +3,7 @@
 # kind = "mcp" tenant in front of an upstream aap-gateway serving the embedded dealer) at saturation,
 # `perf record -g` on the gateway process only, then its samples grouped into phases by symbol
 # (benches/profile_phases.py: kernel, allocator and memcpy, jsonschema, HTTP/2 and HPACK, JSON,
-# pingora upstream client, HTTP/1 ingress, tokio, other) with the gateway's CPU per request split by them.
+# pingora upstream client, HTTP/1 ingress, access log and metrics, tokio, other) with the gateway's CPU per request split by them.
 #   bash benches/profile.sh [SECONDS=10] [CONNECTIONS=64]
 #   WORKLOAD=discover bash benches/profile.sh   # server/discover instead of the search tools/call
 #   H2=1 bash benches/profile.sh         # over HTTP/2 (h2load, h2c prior knowledge) instead of HTTP/1.1 (wrk)
