@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Where the full gateway's CPU goes (see docs/performance.md): the full leg of benches/load.sh (a
+# kind = "mcp" tenant in front of an upstream aap-gateway serving the embedded dealer) at saturation,
+# `perf record -g` on the gateway process only, then its samples grouped into phases by symbol
+# (benches/profile_phases.py: kernel, allocator and memcpy, jsonschema, HTTP/2 and HPACK, JSON,
+# pingora upstream client, HTTP/1 ingress, access log and metrics, tokio, other) with the gateway's CPU per request split by them.
+#   bash benches/profile.sh [SECONDS=10] [CONNECTIONS=64]
+#   WORKLOAD=discover bash benches/profile.sh   # server/discover instead of the search tools/call
+#   H2=1 bash benches/profile.sh         # over HTTP/2 (h2load, h2c prior knowledge) instead of HTTP/1.1 (wrk)
+#   BIN=/path/to/aap-gateway bash benches/profile.sh   # another build (symbols are read from the binary:
+#                                        # do not strip it)
+#   KEEP=/some/dir bash benches/profile.sh   # keep perf.data and the full report there
+#   CALLGRAPH=dwarf KEEP=/some/dir bash benches/profile.sh   # callers that can be read (`perf report -G` on the
+#                                        # kept perf.data): a release build has no frame pointers, so the default
+#                                        # `-g` chains stop at the first Rust frame; the phases use self time only
+# Sampling costs the gateway some CPU, so its CPU per request here is above load.sh's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${1:-10}
+CONN=${2:-64}
+WORKLOAD=${WORKLOAD:-search}
+H2=${H2:-0}
+command -v perf >/dev/null || { echo "perf is not installed (Debian: linux-perf)" >&2; exit 2; }
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+[ "$H2" = 0 ] || command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q
+  BIN=target/release/aap-gateway
+fi
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { # SIGINT: a gateway stops at once
+  for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  sleep 1
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+UP=$(port); FULL=$(port)
+P=/aap/3.0.0/demo-toyota/mcp
+# The configuration of load.sh's upstream and full legs: no lead quota, the tenant's backend swapped for an MCP
+# upstream under the AAP contract, h2c on the full gateway.
+sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$WORK/upstream.toml"
+python3 - "$WORK/upstream.toml" "$WORK/full.toml" "$UP" "$P" <<'PY'
+import sys
+src, out, up, path = sys.argv[1:]
+s = open(src).read().replace("\nh2c = false", "\nh2c = true")
+start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
+backend = f'kind = "mcp"\npeers = ["http://127.0.0.1:{up}"]\npath = "{path}"\nrevision = "2026-07-28"\n'
+open(out, "w").write(s[:start] + "[tenants.backend]\n" + backend + "\n" + s[end:])
+PY
+"$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
+"$BIN" --config "$WORK/full.toml" --listen "127.0.0.1:$FULL" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
+FULLPID=${PIDS[1]}
+wait_port "$UP"; wait_port "$FULL"
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+case $WORKLOAD in
+  search) BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{$META,\"name\":\"aap_inventory_search\",\"arguments\":{\"type\":\"inventory.search.request\",\"filters\":{\"make\":[\"Toyota\"],\"status\":[\"available\"]},\"pagination\":{\"limit\":5},\"sort\":{\"field\":\"price\",\"order\":\"asc\"}}}}";;
+  discover) BODY="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{$META}}";;
+  *) echo "WORKLOAD is search or discover" >&2; exit 2;;
+esac
+printf '%s' "$BODY" > "$WORK/body.json"
+python3 - "$BODY" > "$WORK/body.lua" <<'PY'
+import sys, json
+print('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = ' + json.dumps(sys.argv[1]))
+PY
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime+stime, 1/CLK_TCK s
+load() { # seconds: the load, its output in $WORK/out
+  if [ "$H2" = 0 ]; then
+    wrk -t2 -c"$CONN" -d"${1}s" -s "$WORK/body.lua" "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
+  else
+    h2load -t2 -c"$(( CONN / 4 > 2 ? CONN / 4 : 2 ))" -m4 -D"$1" -d "$WORK/body.json" -H 'content-type: application/json' \
+      -H 'accept: application/json, text/event-stream' "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
+  fi
+}
+load 2  # warm up: connection pools, allocator arenas, caches
+g0=$(ticks "$FULLPID")
+CG=(-g); [ "${CALLGRAPH:-fp}" != dwarf ] || CG=(--call-graph dwarf)
+perf record -q -e cpu-clock -F 999 "${CG[@]}" -p "$FULLPID" -o "$WORK/perf.data" -- sleep "$DUR" 2>/dev/null &
+PERF=$!
+load "$DUR"
+wait $PERF || true
+g1=$(ticks "$FULLPID")
+N=$(python3 - "$WORK/out" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'(\d+) requests in', t) or re.search(r'requests: \d+ total, \d+ started, (\d+) done', t)
+print(m.group(1) if m else 0)
+PY
+)
+CPU_US=$(python3 -c "print(f'{($g1 - $g0) * 1e6 / $(getconf CLK_TCK) / max($N, 1):.1f}')")
+perf report -i "$WORK/perf.data" --no-children --sort sym -g none --percent-limit 0 --stdio 2>/dev/null > "$WORK/report.txt"
+echo "full gateway, $WORKLOAD over $([ "$H2" = 0 ] && echo 'HTTP/1.1 (wrk)' || echo 'HTTP/2 (h2load)'), $CONN in flight, ${DUR}s: $N requests, $CPU_US us of gateway CPU per request (under perf)"
+python3 benches/profile_phases.py "$CPU_US" < "$WORK/report.txt"
+if [ -n "${KEEP:-}" ]; then
+  mkdir -p "$KEEP" && cp "$WORK/perf.data" "$WORK/report.txt" "$KEEP/" && echo "perf.data and report.txt kept in $KEEP"
+fi
