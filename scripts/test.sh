@@ -15,6 +15,8 @@ echo "== cargo build --release"
 cargo build --release
 echo "== the protocol core has no network stack (cargo tree -p aap-core)"
 bash scripts/core-boundary.sh
+echo "== no module cycle in either crate"
+python3 scripts/module-cycles.py
 echo "== docs/architecture-rules.md: every file, function, type and test it names resolves"
 python3 scripts/rules-table-check.py
 if [ "${AAP_TEST_IMAGE:-1}" != 0 ]; then

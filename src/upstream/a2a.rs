@@ -123,7 +123,6 @@ impl A2aUpstream {
         data: &Value,
         uri: &str,
     ) -> Result<Reply, BackendError> {
-        let stem = call.skill.media_stem();
         let body = json!({
             "jsonrpc": "2.0",
             "id": uuid::Uuid::now_v7().to_string(),
@@ -134,19 +133,19 @@ impl A2aUpstream {
                     "role": "ROLE_USER",
                     "parts": [{
                         "data": data,
-                        "mediaType": format!("application/vnd.autoagent.{stem}-request+json"),
+                        "mediaType": crate::publish::request_media_type(call.skill),
                     }],
                 },
                 "configuration": {
-                    "acceptedOutputModes": [format!("application/vnd.autoagent.{stem}-response+json")],
+                    "acceptedOutputModes": [crate::publish::response_media_type(call.skill)],
                 },
             },
         });
         let mut headers = vec![
             ("content-type", "application/json".to_owned()),
             ("accept", "application/json".to_owned()),
-            ("a2a-version", "1.0".to_owned()),
-            ("a2a-extensions", uri.to_owned()),
+            (crate::a2a::VERSION_HEADER, crate::a2a::PROTOCOL_VERSION.to_owned()),
+            (crate::a2a::EXTENSIONS_HEADER, uri.to_owned()),
         ];
         self.auth_header(&mut headers);
         let req = Request {

@@ -464,7 +464,12 @@ pub struct RelayBackendConfig {
     pub bearer_token: Option<Secret>,
 }
 
-/// Connection settings shared by the forwarding backends.
+/// A strict MCP upstream.
+///
+/// The connection keys (`peers`, `cluster`, the three timeouts, `bearer_token`) are written out in each
+/// forwarding backend's table (relay, mcp, a2a) rather than shared through `#[serde(flatten)]`: serde
+/// cannot combine `flatten` with `deny_unknown_fields`, and a misspelt key in a backend table must be
+/// refused. They are read in one place, [`BackendConfig::upstream_keys`].
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct McpBackendConfig {
