@@ -20,7 +20,7 @@ pub const LOCK_FILE: &str = "aap-gateway.lock";
 
 /// How long a writer of a process started with `--upgrade` waits for the old
 /// process to release the state: its grace period plus its graceful shutdown
-/// timeout (see `main.rs`), plus a margin.
+/// timeout (see `cli/run.rs`), plus a margin.
 pub const UPGRADE_WAIT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
