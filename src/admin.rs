@@ -24,6 +24,8 @@ pub struct Admin {
     pub tls: Option<Arc<crate::tls::CertStore>>,
     /// Whether the ingress listener accepts connections yet (`/readyz`).
     pub ingress: IngressProbe,
+    /// The runtime log filter (`/admin/log-level`), installed by the logging setup.
+    pub log_level: Arc<log_level::LogLevel>,
 }
 
 /// Answers "does the ingress listener accept connections?" for `/readyz`.
@@ -43,8 +45,6 @@ impl IngressProbe {
     /// `listen` is the ingress `host:port`; a wildcard address is probed on
     /// the loopback of the same family.
     pub fn new(listen: &str) -> IngressProbe {
-        // Built once at start, with the admin listener: `/admin/status`'s uptime counts from here.
-        views::start_clock();
         let target = match listen.parse::<std::net::SocketAddr>() {
             Ok(mut addr) if addr.ip().is_unspecified() => {
                 let loopback: std::net::IpAddr = if addr.is_ipv4() {
@@ -135,9 +135,9 @@ impl ProxyHttp for Admin {
         }
         if path == "/admin/log-level" {
             let (status, body) = match method.as_str() {
-                "GET" => log_level::get(),
+                "GET" => log_level::get(&self.log_level),
                 "PUT" => match read_body(session, 4096).await {
-                    Some(b) => log_level::put(&b),
+                    Some(b) => log_level::put(&self.log_level, &b),
                     None => (
                         413,
                         serde_json::json!({"error": "too_large", "message": "the body is limited to 4096 bytes"}),
@@ -151,7 +151,7 @@ impl ProxyHttp for Admin {
             write(session, HttpResponse::json(status, &body)).await?;
             return Ok(true);
         }
-        if let Some(resp) = views::answer(&method, &path, &self.gateway.current()) {
+        if let Some(resp) = views::answer(&method, &path, &self.gateway, &self.log_level) {
             write(session, resp).await?;
             return Ok(true);
         }
@@ -194,7 +194,10 @@ impl ProxyHttp for Admin {
             write(session, tenant_figures(rest, query.as_deref())).await?;
             return Ok(true);
         }
-        if let Some(resp) = leads_admin(&method, &path, session.req_header().uri.query()).await {
+        let outboxes = &self.gateway.platform().outboxes;
+        if let Some(resp) =
+            leads_admin(outboxes, &method, &path, session.req_header().uri.query()).await
+        {
             write(session, resp).await?;
             return Ok(true);
         }
@@ -209,7 +212,7 @@ impl ProxyHttp for Admin {
                 }),
             ),
             "/metrics" => {
-                crate::leads::outbox::outboxes().refresh_gauges().await;
+                self.gateway.platform().outboxes.refresh_gauges().await;
                 let mut r =
                     HttpResponse::new(200).with_header("content-type", "text/plain; version=0.0.4");
                 r.body = Bytes::from(crate::metrics::render());
@@ -251,7 +254,10 @@ impl ProxyHttp for Admin {
                 // tenants' requests: it is reported, not made the whole
                 // gateway's readiness (one dealer's upstream must not take
                 // every other dealer out of rotation).
-                let waiting: Vec<serde_json::Value> = crate::upstream::cluster::registry()
+                let waiting: Vec<serde_json::Value> = self
+                    .gateway
+                    .platform()
+                    .clusters
                     .status()
                     .into_iter()
                     .filter(|c| !c.ready)
@@ -406,19 +412,19 @@ fn tenant_figures(rest: &str, query: Option<&str>) -> HttpResponse {
 
 /// The lead outbox's admin endpoints (see `crate::leads::outbox`); `None`
 /// for any other path. The store work runs on its blocking threads.
-async fn leads_admin(method: &str, path: &str, query: Option<&str>) -> Option<HttpResponse> {
+async fn leads_admin(
+    outboxes: &crate::leads::outbox::Outboxes,
+    method: &str,
+    path: &str,
+    query: Option<&str>,
+) -> Option<HttpResponse> {
     let query = query.map(str::to_owned);
     let (status, body) = match (method, path) {
         ("GET", "/admin/leads/dead-letters") => {
-            crate::leads::outbox::admin_dead_letters(
-                crate::leads::outbox::outboxes(),
-                query.as_deref(),
-            )
-            .await
+            crate::leads::outbox::admin_dead_letters(outboxes, query.as_deref()).await
         }
         ("POST", "/admin/leads/redrive") => {
-            crate::leads::outbox::admin_redrive(crate::leads::outbox::outboxes(), query.as_deref())
-                .await
+            crate::leads::outbox::admin_redrive(outboxes, query.as_deref()).await
         }
         (_, "/admin/leads/dead-letters" | "/admin/leads/redrive") => (
             405,

@@ -5,7 +5,8 @@
 //! (the admin listener), `passthrough` (the benchmark baseline), `tls`, `upstream`
 //! (backend implementations and the pooled client), `state` (counters: in-process and
 //! Redis buckets), `store` (the lead store), `gateway` (tenants, routing, reload), `telemetry` (request traces over OTLP) and
-//! `shutdown` (drain, then close).
+//! `shutdown` (drain, then close); `platform` is the process's composition root (the registries
+//! every generation shares) and `series` the crate's Prometheus series.
 //! The protocol modules are re-exported from `aap_core` under their old paths.
 
 pub use aap_core::{
@@ -23,6 +24,8 @@ pub mod leads;
 pub mod memory;
 pub mod outbound;
 pub mod passthrough;
+pub mod platform;
+pub mod series;
 pub mod shutdown;
 pub mod state;
 pub mod store;

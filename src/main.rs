@@ -20,18 +20,21 @@ extern "C" {
     fn mi_collect(force: bool);
 }
 
-fn return_freed_memory() {
+/// The allocator's "collect now", for the platform's `memory::Release`.
+fn collect_now() {
+    // SAFETY: `mi_collect` takes no pointers and may be called from any
+    // thread at any time.
+    unsafe { mi_collect(true) }
+}
+
+fn return_freed_memory(release: &aap_gateway::memory::Release) {
     // A full reload frees a config-sized burst on a thread that then sleeps.
-    aap_gateway::memory::install(|| {
-        // SAFETY: as below.
-        unsafe { mi_collect(true) }
-    });
+    release.install(collect_now);
     let spawned = std::thread::Builder::new()
         .name("mi-collect".into())
         .spawn(|| loop {
             std::thread::sleep(std::time::Duration::from_secs(1));
-            // SAFETY: `mi_collect` takes no pointers and may be called from
-            // any thread at any time.
+            // SAFETY: as in `collect_now`.
             unsafe { mi_collect(false) };
         });
     if let Err(e) = spawned {

@@ -1,5 +1,5 @@
 //! The runtime log level behind `GET/PUT /admin/log-level`: the filter the process started with
-//! (`AAP_LOG`), replaceable while running through the reload handle `main` installs.
+//! (`AAP_LOG`), replaceable while running through the reload handle the logging setup installs.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -13,23 +13,36 @@ struct Level {
     current: Mutex<String>,
 }
 
-static LEVEL: OnceLock<Level> = OnceLock::new();
+/// The process's log filter and how to replace it, once the logging setup
+/// installed them (`run`'s; without, `/admin/log-level` answers 503).
+#[derive(Default)]
+pub struct LogLevel(OnceLock<Level>);
 
-/// Called once by `main` after building the subscriber: the filter in force
-/// and how to replace it (it parses the directive and swaps the filter).
-pub fn install(
-    current: String,
-    apply: impl Fn(&str) -> Result<(), String> + Send + Sync + 'static,
-) {
-    let _ = LEVEL.set(Level {
-        apply: Box::new(apply),
-        current: Mutex::new(current),
-    });
+impl std::fmt::Debug for LogLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogLevel").finish_non_exhaustive()
+    }
+}
+
+impl LogLevel {
+    /// Called once by the logging setup after building the subscriber: the
+    /// filter in force and how to replace it (it parses the directive and
+    /// swaps the filter).
+    pub fn install(
+        &self,
+        current: String,
+        apply: impl Fn(&str) -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        let _ = self.0.set(Level {
+            apply: Box::new(apply),
+            current: Mutex::new(current),
+        });
+    }
 }
 
 /// `GET /admin/log-level`.
-pub fn get() -> (u16, serde_json::Value) {
-    match LEVEL.get() {
+pub fn get(level: &LogLevel) -> (u16, serde_json::Value) {
+    match level.0.get() {
         Some(l) => (
             200,
             serde_json::json!({"filter": *l.current.lock().unwrap_or_else(|e| e.into_inner())}),
@@ -41,8 +54,8 @@ pub fn get() -> (u16, serde_json::Value) {
 /// `PUT /admin/log-level` with the body `{"filter": "info,aap_gateway=debug"}`
 /// (an `EnvFilter` directive, as `AAP_LOG` takes) or the bare directive as text.
 /// A bad directive is refused with 400 and the filter stays.
-pub fn put(body: &[u8]) -> (u16, serde_json::Value) {
-    let Some(l) = LEVEL.get() else {
+pub fn put(level: &LogLevel, body: &[u8]) -> (u16, serde_json::Value) {
+    let Some(l) = level.0.get() else {
         return unavailable();
     };
     let bad = |m: &str| {

@@ -1,13 +1,11 @@
 //! The admin listener's read-only JSON views for the console and `aap-gateway admin`: status,
 //! tenants, feeds, clusters, the reload history and the configuration with secrets redacted.
 
+use super::log_level::LogLevel;
 use crate::exchange::HttpResponse;
-use crate::gateway::ConfigGeneration;
+use crate::gateway::{ConfigGeneration, Gateway};
+use crate::platform::Platform;
 use serde_json::{json, Value};
-use std::sync::LazyLock;
-use std::time::Instant;
-
-static STARTED: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 /// What a redacted secret is shown as.
 pub const REDACTED: &str = "<redacted>";
@@ -28,13 +26,19 @@ const SECRET_KEYS: &[&str] = &[
 ];
 
 /// `GET /admin/…` views; `None` for a path that is not one of them.
-pub fn answer(method: &str, path: &str, rt: &ConfigGeneration) -> Option<HttpResponse> {
+pub fn answer(
+    method: &str,
+    path: &str,
+    gateway: &Gateway,
+    log_level: &LogLevel,
+) -> Option<HttpResponse> {
+    let rt = &*gateway.current();
     let (status, body) = match (method, path) {
-        ("GET", "/admin/status") => (200, status(rt)),
-        ("GET", "/admin/reloads") => (200, json!({"reloads": crate::gateway::history::list()})),
+        ("GET", "/admin/status") => (200, status(gateway, rt, log_level)),
+        ("GET", "/admin/reloads") => (200, json!({"reloads": gateway.history().list()})),
         ("GET", "/admin/tenants") => (200, tenants(rt)),
         ("GET", "/admin/feeds") => (200, feeds(rt)),
-        ("GET", "/admin/clusters") => (200, clusters()),
+        ("GET", "/admin/clusters") => (200, clusters(gateway.platform())),
         ("GET", "/admin/config") => config(rt),
         (
             _,
@@ -49,20 +53,16 @@ pub fn answer(method: &str, path: &str, rt: &ConfigGeneration) -> Option<HttpRes
     Some(HttpResponse::json(status, &body))
 }
 
-/// Start the uptime clock (called when the admin listener is built, at start).
-pub fn start_clock() {
-    LazyLock::force(&STARTED);
-}
-
-fn status(rt: &ConfigGeneration) -> Value {
+fn status(gateway: &Gateway, rt: &ConfigGeneration, log_level: &LogLevel) -> Value {
     let (feeds, not_ready) = super::feed_readiness(rt);
-    let clusters = crate::upstream::cluster::registry().status();
-    let reloads = crate::gateway::history::list();
+    let platform = gateway.platform();
+    let clusters = platform.clusters.status();
+    let reloads = gateway.history().list();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "commit": option_env!("AAP_BUILD_COMMIT").unwrap_or("unknown"),
         "pid": std::process::id(),
-        "uptime_secs": STARTED.elapsed().as_secs(),
+        "uptime_secs": platform.started.elapsed().as_secs(),
         "config_generation": rt.generation,
         "config_file": rt.config.source.display().to_string(),
         "tenants": rt.routes.units.len(),
@@ -72,7 +72,7 @@ fn status(rt: &ConfigGeneration) -> Value {
         "clusters_not_ready": clusters.iter().filter(|c| !c.ready).count(),
         "draining": crate::shutdown::draining(),
         "last_reload": reloads.first(),
-        "log_filter": super::log_level::get().1.get("filter").cloned(),
+        "log_filter": super::log_level::get(log_level).1.get("filter").cloned(),
     })
 }
 
@@ -100,17 +100,17 @@ fn feeds(rt: &ConfigGeneration) -> Value {
 
 /// Each upstream cluster: ready, peers, and every `aap_upstream_cluster_*`
 /// series labelled with it.
-fn clusters() -> Value {
+fn clusters(platform: &Platform) -> Value {
     let mut by_name: std::collections::BTreeMap<String, serde_json::Map<String, Value>> =
         std::collections::BTreeMap::new();
-    for c in crate::upstream::cluster::registry().status() {
+    for c in platform.clusters.status() {
         let e = by_name.entry(c.name.clone()).or_default();
         e.insert("cluster".into(), json!(c.name));
         e.insert("ready".into(), json!(c.ready));
         e.insert("peers".into(), json!(c.peers));
         e.insert("reason".into(), json!(c.reason));
     }
-    for family in crate::metrics::METRICS.registry.gather() {
+    for family in platform.metrics.cluster.families() {
         let Some(short) = family.name().strip_prefix("aap_upstream_cluster_") else {
             continue;
         };

@@ -1,5 +1,6 @@
 //! The process's logging: one bounded, lossy queue to a stderr writer thread for every line
-//! (access lines included), the JSON subscriber and its filter behind the log-level handle.
+//! (access lines included), the JSON subscriber and its filter behind the log-level handle
+//! (`admin::log_level::LogLevel`, which the admin listener holds).
 
 /// Log lines held for stderr; more are dropped (and counted in
 /// `aap_log_lines_dropped_total`) rather than making a worker wait.
@@ -18,7 +19,9 @@ fn log_queue_lines() -> usize {
 /// a writer thread (tracing-appender's lossy non-blocking writer, which counts
 /// what it drops), so a slow or blocked stderr never holds a worker. The
 /// guard flushes the queue when dropped.
-pub fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
+pub fn init_logging(
+    log_level: &crate::admin::log_level::LogLevel,
+) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::Write as _;
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
@@ -43,7 +46,7 @@ pub fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
         .with_writer(writer)
         .with_filter_reloading();
     let handle = builder.reload_handle();
-    crate::admin::log_level::install(initial, move |spec| {
+    log_level.install(initial, move |spec| {
         let f = tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| e.to_string())?;
         handle.reload(f).map_err(|e| e.to_string())
     });

@@ -66,7 +66,7 @@ pub fn no_admin_token(cfg: &Config) -> String {
 
 /// Run the command line's subcommand (`run` without one). `return_freed_memory` is the binary's
 /// allocator hook, started by `run` (see `run::run`).
-pub fn dispatch(cli: Cli, return_freed_memory: fn()) -> ExitCode {
+pub fn dispatch(cli: Cli, return_freed_memory: fn(&crate::memory::Release)) -> ExitCode {
     // Commands that need no configuration.
     match &cli.command {
         Some(Command::Completions { shell }) => return print::completions(*shell),

@@ -3,10 +3,12 @@
 //! benchmark's pass-through baseline.
 
 use super::args::{load, Cli};
+use crate::admin::log_level::LogLevel;
 use crate::admin::{Admin, IngressProbe};
 use crate::config::Config;
 use crate::gateway::{ConfigGeneration, Gateway};
 use crate::ingress::Ingress;
+use crate::platform::Platform;
 use crate::tls::CertStore;
 use pingora::listeners::tls::TlsSettings;
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
@@ -16,10 +18,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// `run`: start the gateway and serve until a shutdown signal. `return_freed_memory` is the
-/// binary's hook that starts giving freed memory back to the system (its allocator's).
-pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn()) -> ExitCode {
+/// binary's hook that starts giving freed memory back to the system (its allocator's), given
+/// the platform's [`crate::memory::Release`] to install its "collect now" in.
+pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn(&crate::memory::Release)) -> ExitCode {
     let path = cli.config.as_path();
-    let log_guard = super::logging::init_logging();
+    let log_level = Arc::new(LogLevel::default());
+    let log_guard = super::logging::init_logging(&log_level);
     // Before any runtime starts: the exporter builds its blocking HTTP client.
     if let Err(e) = crate::telemetry::init(&cfg.telemetry) {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
@@ -61,25 +65,27 @@ pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn()) -> ExitCode {
             cfg.resolve(&t.key_file).display().to_string(),
         )
     });
+    // The process's registries, shared by every generation from the first.
+    let platform = Platform::online();
     let state_dir = cfg.state_dir();
     // One process owns state.dir; `check` and `catalog` never take it (nor
     // write anything). An upgrade waits in the background for the old
     // process to let go; its lead calls wait for that too (bounded).
     let locked = if cli.upgrade {
-        crate::state::lock::hold_when_free(&state_dir)
+        platform.locks.hold_when_free(&state_dir)
     } else {
-        crate::state::lock::hold(&state_dir)
+        platform.locks.hold(&state_dir)
     };
     if let Err(e) = locked {
         eprintln!("aap-gateway: config error in {}: {e}", path.display());
         return ExitCode::from(2);
     }
     // Lead delivery runs on a runtime of its own (`leads::outbox`).
-    if let Err(e) = crate::leads::outbox::outboxes().start_delivery() {
+    if let Err(e) = platform.outboxes.start_delivery() {
         eprintln!("aap-gateway: {e}");
         return ExitCode::from(1);
     }
-    let runtime = match ConfigGeneration::start(cfg, 1) {
+    let runtime = match ConfigGeneration::start(cfg, 1, &platform) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("aap-gateway: config error in {}: {e}", path.display());
@@ -120,7 +126,7 @@ pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn()) -> ExitCode {
     }
     gateway.watch_tenant_dir(std::time::Duration::from_millis(cli.tenants_watch_ms));
     reload_on_sighup(gateway.clone(), certs.clone());
-    return_freed_memory();
+    return_freed_memory(&platform.memory);
     let conf = ServerConf {
         threads,
         pid_file: state_dir.join("aap-gateway.pid").display().to_string(),
@@ -174,6 +180,7 @@ pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn()) -> ExitCode {
             gateway: gateway.clone(),
             tls: certs,
             ingress: IngressProbe::new(&listen),
+            log_level,
         },
     );
     admin.add_tcp(&admin_listen);

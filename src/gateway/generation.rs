@@ -9,9 +9,9 @@ use crate::aap::schemas::SchemaSet;
 use crate::config::StateBackend;
 use crate::config::{Config, TenantConfig};
 use crate::file_stamp::Stamp;
+use crate::platform::Platform;
 use crate::state::redis::{RedisOptions, RedisState};
 use crate::state::SharedState;
-use crate::upstream::cluster::Registry;
 use imbl::OrdMap;
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
@@ -32,9 +32,10 @@ pub struct ConfigGeneration {
     /// shared by the tenants of this generation and, while the shared
     /// settings stay, of the next (a tenant file applied on its own too).
     catalogs: Arc<Mutex<CatalogInterner>>,
-    /// Built from the process-wide cluster registry (`run`), not an offline
-    /// one (`check`, `catalog`): what a tenant file applied later uses too.
-    online: bool,
+    /// The process's registries this generation was built from (`run`'s
+    /// online platform, or an offline one for `check`, `catalog` and tests):
+    /// what a tenant file applied later uses too.
+    platform: Arc<Platform>,
     /// The files of `tenants_dir` this generation has seen, by file name.
     pub files: OrdMap<String, TenantFile>,
     /// Every tenant and what requests are routed by.
@@ -55,20 +56,20 @@ pub struct TenantFile {
 
 impl ConfigGeneration {
     /// Build without connecting or looking up any host name (for `check`
-    /// and `catalog`): clients from an offline registry.
+    /// and `catalog`): on an offline platform of its own.
     pub fn build(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        Self::build_from(config, generation, None, &Registry::offline())
+        Self::build_from(config, generation, None, &Platform::offline())
     }
 
-    /// Build for `run`, before the server starts. Host names are resolved
-    /// in the background by each cluster (`upstream::cluster`), never here.
-    pub fn start(config: Config, generation: u64) -> Result<ConfigGeneration, BuildError> {
-        Self::build_from(
-            config,
-            generation,
-            None,
-            crate::upstream::cluster::registry(),
-        )
+    /// Build for `run`, before the server starts, on the process's
+    /// `platform`. Host names are resolved in the background by each
+    /// cluster (`upstream::cluster`), never here.
+    pub fn start(
+        config: Config,
+        generation: u64,
+        platform: &Arc<Platform>,
+    ) -> Result<ConfigGeneration, BuildError> {
+        Self::build_from(config, generation, None, platform)
     }
 
     /// Build from the config alone (its `tenants_dir` read here); see
@@ -77,10 +78,10 @@ impl ConfigGeneration {
         config: Config,
         generation: u64,
         previous: Option<&ConfigGeneration>,
-        clusters: &Registry,
+        platform: &Arc<Platform>,
     ) -> Result<ConfigGeneration, BuildError> {
         let dir = tenant_dir::read(&config).map_err(BuildError)?;
-        Self::build_with(config, dir, generation, previous, clusters)
+        Self::build_with(config, dir, generation, previous, platform)
     }
 
     /// Build a runtime from the config and the tenant files read from its
@@ -88,8 +89,8 @@ impl ConfigGeneration {
     /// config generation: the shared state, and every tenant whose
     /// fingerprint is unchanged (whole); a changed tenant keeps its backend
     /// (lead log, cursor key) and legacy sessions when those are unchanged.
-    /// Upstream clients come from `clusters`, which keeps a cluster's client
-    /// while its settings stay; no host name is looked up here.
+    /// Upstream clients come from `platform`'s clusters, which keep a
+    /// cluster's client while its settings stay; no host name is looked up here.
     ///
     /// A main-config tenant that fails fails the build (the caller discards
     /// what the build staged in the lead outboxes); a tenant file that fails
@@ -100,7 +101,7 @@ impl ConfigGeneration {
         dir: Vec<tenant_dir::FileRead>,
         generation: u64,
         previous: Option<&ConfigGeneration>,
-        clusters: &Registry,
+        platform: &Arc<Platform>,
     ) -> Result<ConfigGeneration, BuildError> {
         let digest = schemas_digest(&config);
         let schemas = match previous {
@@ -150,12 +151,14 @@ impl ConfigGeneration {
                                 .map_err(BuildError)?,
                         ),
                     };
-                    let store = crate::store::open(&config)
+                    let store_metrics = &platform.metrics.store;
+                    let store = crate::store::open(&config, &platform.locks, store_metrics)
                         .map_err(|e| BuildError(format!("state: {e}")))?;
                     let state = Arc::new(crate::store::StoreState {
                         store: store.clone(),
                         counters,
                         lease: Duration::from_millis(config.state.claim_lease_ms),
+                        metrics: store_metrics.clone(),
                     });
                     (state as Arc<dyn SharedState>, store)
                 }
@@ -178,7 +181,7 @@ impl ConfigGeneration {
             store: &store,
             state_kept: reuse_state.is_some(),
             key: &key,
-            clusters,
+            platform,
             catalogs: &catalogs,
         };
         let before = |id: &str| previous.and_then(|p| p.routes.units.get(id));
@@ -204,7 +207,7 @@ impl ConfigGeneration {
                 let id = t.id.clone();
                 tenant::build(t, Some(f.name.clone()), &shared, prior).map_err(|e| {
                     // Its previous version (if any) keeps its sinks.
-                    crate::leads::outbox::outboxes().discard_staged_of(&id);
+                    platform.outboxes.discard_staged_of(&id);
                     e.0
                 })
             });
@@ -239,16 +242,15 @@ impl ConfigGeneration {
             schemas,
             shared_key: key,
             catalogs,
-            online: clusters.is_online(),
+            platform: platform.clone(),
             files,
             routes,
             generation,
         })
     }
 
-    /// The shared settings this generation's tenants were built against,
-    /// with `clusters` (see [`ConfigGeneration::clusters`]).
-    pub(super) fn shared<'a>(&'a self, clusters: &'a Registry) -> tenant::Shared<'a> {
+    /// The shared settings this generation's tenants were built against.
+    pub(super) fn shared(&self) -> tenant::Shared<'_> {
         tenant::Shared {
             config: &self.config,
             schemas: &self.schemas,
@@ -256,20 +258,14 @@ impl ConfigGeneration {
             store: &self.store,
             state_kept: true,
             key: &self.shared_key,
-            clusters,
+            platform: &self.platform,
             catalogs: &self.catalogs,
         }
     }
 
-    /// The cluster registry a tenant added to this generation builds its
-    /// upstream client from: the process-wide one, or (a generation built
-    /// offline, for `check`) a new offline one.
-    pub(super) fn clusters(&self) -> ClustersFor {
-        if self.online {
-            ClustersFor::Online(crate::upstream::cluster::registry())
-        } else {
-            ClustersFor::Offline(Registry::offline())
-        }
+    /// The process's registries this generation was built from.
+    pub fn platform(&self) -> &Arc<Platform> {
+        &self.platform
     }
 
     /// The next generation: the same shared parts with `routes` and `files`
@@ -286,7 +282,7 @@ impl ConfigGeneration {
             schemas: self.schemas.clone(),
             shared_key: self.shared_key.clone(),
             catalogs: self.catalogs.clone(),
-            online: self.online,
+            platform: self.platform.clone(),
             files,
             routes,
             generation: self.generation + 1,
@@ -346,23 +342,6 @@ pub enum Changed<'a> {
         removed: Option<&'a str>,
         added: Option<&'a str>,
     },
-}
-
-/// The registry a generation's later tenant builds use (see
-/// [`ConfigGeneration::clusters`]).
-pub(super) enum ClustersFor {
-    Online(&'static Registry),
-    Offline(Registry),
-}
-
-impl std::ops::Deref for ClustersFor {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        match self {
-            ClustersFor::Online(r) => r,
-            ClustersFor::Offline(r) => r,
-        }
-    }
 }
 
 /// A digest of the schema set in use: the embedded copies, or the files of

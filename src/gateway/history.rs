@@ -17,26 +17,52 @@ struct Entry {
     error: Option<String>,
 }
 
-static HISTORY: Mutex<VecDeque<Entry>> = Mutex::new(VecDeque::new());
+/// The reloads remembered by one `Gateway`, oldest first.
+#[derive(Default)]
+pub struct History(Mutex<VecDeque<Entry>>);
 
-/// Remember one reload: `Ok(generation)` or the refusal. Config errors name
-/// keys and files, never a secret's value (`aap_core::config`); the text is
-/// cut to one bounded line so a long report cannot grow the history.
-pub fn record(result: &Result<u64, String>, serving: u64) {
-    let (ok, generation, error) = match result {
-        Ok(g) => (true, *g, None),
-        Err(e) => (false, serving, Some(one_line(e))),
-    };
-    let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-    if h.len() == KEPT {
-        h.pop_front();
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").finish_non_exhaustive()
     }
-    h.push_back(Entry {
-        at_ms: crate::clock::now_unix_ms(),
-        ok,
-        generation,
-        error,
-    });
+}
+
+impl History {
+    /// Remember one reload: `Ok(generation)` or the refusal. Config errors name
+    /// keys and files, never a secret's value (`aap_core::config`); the text is
+    /// cut to one bounded line so a long report cannot grow the history.
+    pub fn record(&self, result: &Result<u64, String>, serving: u64) {
+        let (ok, generation, error) = match result {
+            Ok(g) => (true, *g, None),
+            Err(e) => (false, serving, Some(one_line(e))),
+        };
+        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if h.len() == KEPT {
+            h.pop_front();
+        }
+        h.push_back(Entry {
+            at_ms: crate::clock::now_unix_ms(),
+            ok,
+            generation,
+            error,
+        });
+    }
+
+    /// The remembered reloads, newest first, as JSON.
+    pub fn list(&self) -> Vec<serde_json::Value> {
+        let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        h.iter()
+            .rev()
+            .map(|e| {
+                serde_json::json!({
+                    "at": rfc3339(e.at_ms),
+                    "result": if e.ok { "reloaded" } else { "rejected" },
+                    "config_generation": e.generation,
+                    "error": e.error,
+                })
+            })
+            .collect()
+    }
 }
 
 fn one_line(e: &str) -> String {
@@ -47,22 +73,6 @@ fn one_line(e: &str) -> String {
         .collect::<Vec<_>>()
         .join(" / ");
     joined.chars().take(ERROR_CHARS).collect()
-}
-
-/// The remembered reloads, newest first, as JSON.
-pub fn list() -> Vec<serde_json::Value> {
-    let h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-    h.iter()
-        .rev()
-        .map(|e| {
-            serde_json::json!({
-                "at": rfc3339(e.at_ms),
-                "result": if e.ok { "reloaded" } else { "rejected" },
-                "config_generation": e.generation,
-                "error": e.error,
-            })
-        })
-        .collect()
 }
 
 /// Unix milliseconds as an RFC 3339 UTC time.
@@ -82,11 +92,12 @@ mod tests {
 
     #[test]
     fn bounded_newest_first_one_line() {
+        let h = History::default();
         for g in 0..(KEPT as u64 + 5) {
-            record(&Ok(g), g);
+            h.record(&Ok(g), g);
         }
-        record(&Err("bad key\n  |\n3 | x = 1\nsecond".into()), 7);
-        let l = list();
+        h.record(&Err("bad key\n  |\n3 | x = 1\nsecond".into()), 7);
+        let l = h.list();
         assert_eq!(l.len(), KEPT);
         assert_eq!(l[0]["result"], "rejected");
         assert_eq!(l[0]["config_generation"], 7);

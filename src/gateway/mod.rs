@@ -26,6 +26,7 @@ pub use tenant::{host_key, BuildError, RelayTenant, Serve, TenantUnit};
 use crate::config::Config;
 use crate::context::RequestCtx;
 use crate::exchange::{HttpRequest, HttpResponse};
+use crate::platform::Platform;
 use crate::telemetry::ServerSpan;
 use admission::{head_auth, head_outcome};
 use arc_swap::ArcSwap;
@@ -44,6 +45,12 @@ pub struct Gateway {
     reload_lock: tokio::sync::Mutex<()>,
     /// The TLS listener's per-name certificates, refreshed on every swap.
     sni: std::sync::OnceLock<crate::tls::SniNames>,
+    /// The process's registries (the first generation's; every later one shares them).
+    platform: Arc<Platform>,
+    /// The last reloads, for the admin views.
+    history: history::History,
+    /// Swapped-out generations, freed on a thread of their own.
+    retired: retire::Retired,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -69,12 +76,16 @@ impl Gateway {
             .config_generation
             .set(runtime.generation as i64);
         runtime.configure_metrics(Changed::All);
-        tenant_apply::publish_metrics(&runtime);
+        let platform = runtime.platform().clone();
+        tenant_apply::publish_metrics(&platform.metrics.tenant_files, &runtime);
         Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             loader: None,
             reload_lock: tokio::sync::Mutex::new(()),
             sni: std::sync::OnceLock::new(),
+            retired: retire::Retired::new(platform.memory.clone()),
+            platform,
+            history: history::History::default(),
         }
     }
 
@@ -99,7 +110,7 @@ impl Gateway {
             self.reload_now(config).map_err(|e| e.to_string())
         })
         .unwrap_or_else(|| Err("the reload stopped unexpectedly (see the log)".into()));
-        history::record(&result, self.current().generation);
+        self.history.record(&result, self.current().generation);
         let m = &crate::metrics::METRICS;
         match &result {
             Ok(g) => {
@@ -119,6 +130,16 @@ impl Gateway {
         self.runtime.load_full()
     }
 
+    /// The process's registries (every generation of this gateway shares them).
+    pub fn platform(&self) -> &Arc<Platform> {
+        &self.platform
+    }
+
+    /// The last reloads (`GET /admin/reloads`).
+    pub fn history(&self) -> &history::History {
+        &self.history
+    }
+
     /// Serve the tenants' certificates (`[tenants.tls]`) on the TLS
     /// listener through `names`, from now on and after every swap.
     pub fn serve_certificates(&self, names: crate::tls::SniNames) {
@@ -134,11 +155,11 @@ impl Gateway {
             .config_generation
             .set(rt.generation as i64);
         rt.configure_metrics(changed);
-        tenant_apply::publish_metrics(&rt);
+        tenant_apply::publish_metrics(&self.platform.metrics.tenant_files, &rt);
         if let Some(names) = self.sni.get() {
             names.store(Arc::new(rt.routes.certs.clone()));
         }
-        retire::retire(self.runtime.swap(Arc::new(rt)));
+        self.retired.retire(self.runtime.swap(Arc::new(rt)));
     }
 
     pub fn max_body_bytes(&self) -> usize {
@@ -323,23 +344,18 @@ impl Gateway {
                 "listen addresses cannot change on reload; restart (or upgrade) to move them"
             );
         }
-        let rt = ConfigGeneration::build_with(
-            config,
-            dir,
-            generation,
-            Some(&current),
-            crate::upstream::cluster::registry(),
-        )
-        .inspect_err(|_| crate::leads::outbox::outboxes().discard_staged())?;
+        let rt =
+            ConfigGeneration::build_with(config, dir, generation, Some(&current), &self.platform)
+                .inspect_err(|_| self.platform.outboxes.discard_staged())?;
         self.swap(rt, Changed::All);
         // The tenants' lead outboxes take the new sinks only now.
-        crate::leads::outbox::outboxes().commit_staged();
+        self.platform.outboxes.commit_staged();
         // The previous generation is freed here unless a request still
         // holds it (then by the `retire` thread), and what the build parsed
         // is given back to the system too.
         drop(current);
-        if !retire::free_unreferenced() {
-            crate::memory::release_freed();
+        if !self.retired.free_unreferenced() {
+            self.platform.memory.release_freed();
         }
         Ok(generation)
     }

@@ -2,61 +2,105 @@
 //! whoever drops the last reference to a generation frees it, and the config of 10,000 tenants
 //! took 20–40 ms to free, a stall for every request behind it on that worker.
 //!
-//! [`retire`] takes the generation a swap replaced. The `retire` thread frees each one once it
-//! holds its last reference (requests in flight keep theirs until they finish: the running
-//! generation is no longer reachable, so that count only falls), then gives the memory back
-//! (`memory::release_freed`).
+//! [`Retired::retire`] takes the generation a swap replaced (each `Gateway` has its own
+//! [`Retired`]). The `retire` thread frees each one once it holds its last reference (requests in
+//! flight keep theirs until they finish: the running generation is no longer reachable, so that
+//! count only falls), then gives the memory back (`memory::Release`). The thread ends with its
+//! `Retired`.
 
 use super::ConfigGeneration;
-use std::sync::{Arc, LazyLock, Mutex};
+use crate::memory::Release;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// How often the `retire` thread looks at the generations it holds.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
-/// Generations swapped out and not yet freed; `None` when the thread could not start (then a
-/// generation is dropped where it is retired, as before).
-static RETIRED: LazyLock<Option<Mutex<Vec<Arc<ConfigGeneration>>>>> = LazyLock::new(|| {
-    std::thread::Builder::new()
-        .name("retire".into())
-        .spawn(|| {
-            crate::background::lower_priority();
-            loop {
-                std::thread::sleep(LOOK_EVERY);
-                let _ = free_unreferenced();
-            }
-        })
-        .map_err(|e| tracing::warn!(error = %e, "retired generations are freed where they are last dropped"))
-        .ok()
-        .map(|_| Mutex::new(Vec::new()))
-});
+/// Generations swapped out and not yet freed, and the thread that frees them.
+pub(super) struct Retired {
+    held: Arc<Held>,
+    /// Whether the `retire` thread runs (started on first use); when it could not start, a
+    /// generation is dropped where it is retired.
+    thread: OnceLock<bool>,
+}
 
-/// Free `old` on the `retire` thread once nothing else references it.
-pub(super) fn retire(old: Arc<ConfigGeneration>) {
-    match &*RETIRED {
-        Some(list) => list.lock().unwrap_or_else(|e| e.into_inner()).push(old),
-        None => drop(old),
+struct Held {
+    list: Mutex<Vec<Arc<ConfigGeneration>>>,
+    memory: Arc<Release>,
+}
+
+impl Retired {
+    /// Nothing held yet; what is freed is given back through `memory`.
+    pub(super) fn new(memory: Arc<Release>) -> Retired {
+        Retired {
+            held: Arc::new(Held {
+                list: Mutex::new(Vec::new()),
+                memory,
+            }),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Start the `retire` thread once; whether it runs. It holds the list weakly and ends
+    /// once this `Retired` is gone.
+    fn running(&self) -> bool {
+        *self.thread.get_or_init(|| {
+            let held = Arc::downgrade(&self.held);
+            std::thread::Builder::new()
+                .name("retire".into())
+                .spawn(move || {
+                    crate::background::lower_priority();
+                    loop {
+                        std::thread::sleep(LOOK_EVERY);
+                        let Some(held) = held.upgrade() else { return };
+                        let _ = held.free_unreferenced();
+                    }
+                })
+                .map_err(|e| tracing::warn!(error = %e, "retired generations are freed where they are last dropped"))
+                .is_ok()
+        })
+    }
+
+    /// Free `old` on the `retire` thread once nothing else references it.
+    pub(super) fn retire(&self, old: Arc<ConfigGeneration>) {
+        if self.running() {
+            self.held
+                .list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(old);
+        } else {
+            drop(old);
+        }
+    }
+
+    /// Drop every retired generation nothing else references (here: the `retire` thread, or a
+    /// reload or tenant apply right after its swap, so that what the old generation alone held,
+    /// such as a cluster no longer configured, is gone when the caller returns), and give the
+    /// memory back. Whether anything was freed.
+    pub(super) fn free_unreferenced(&self) -> bool {
+        if !self.running() {
+            return false;
+        }
+        self.held.free_unreferenced()
     }
 }
 
-/// Drop every retired generation nothing else references (here: the `retire` thread, or a
-/// reload or tenant apply right after its swap, so that what the old generation alone held,
-/// such as a cluster no longer configured, is gone when the caller returns), and give the
-/// memory back. Whether anything was freed.
-pub(super) fn free_unreferenced() -> bool {
-    let Some(list) = &*RETIRED else { return false };
-    let free: Vec<Arc<ConfigGeneration>> = {
-        let mut held = list.lock().unwrap_or_else(|e| e.into_inner());
-        let (free, keep) = held.drain(..).partition(|g| Arc::strong_count(g) == 1);
-        *held = keep;
-        free
-    };
-    if free.is_empty() {
-        return false;
+impl Held {
+    fn free_unreferenced(&self) -> bool {
+        let free: Vec<Arc<ConfigGeneration>> = {
+            let mut held = self.list.lock().unwrap_or_else(|e| e.into_inner());
+            let (free, keep) = held.drain(..).partition(|g| Arc::strong_count(g) == 1);
+            *held = keep;
+            free
+        };
+        if free.is_empty() {
+            return false;
+        }
+        drop(free);
+        self.memory.release_freed();
+        true
     }
-    drop(free);
-    crate::memory::release_freed();
-    true
 }
 
 #[cfg(test)]
@@ -75,7 +119,8 @@ mod tests {
         let old = Arc::new(ConfigGeneration::build(config, 7).unwrap());
         let in_flight = old.clone();
         let freed = Arc::downgrade(&old);
-        retire(old);
+        let retired = Retired::new(Arc::default());
+        retired.retire(old);
         std::thread::sleep(LOOK_EVERY * 4);
         assert!(freed.upgrade().is_some(), "a request still holds it");
         // The request's drop is not the last: the `retire` thread frees it

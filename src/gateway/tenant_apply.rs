@@ -12,55 +12,19 @@ use super::generation::{Changed, ConfigGeneration, TenantFile};
 use super::tenant;
 use super::tenant_dir::{list, log_refused, read_one};
 use super::Gateway;
+use crate::series::TenantFileMetrics;
 use crate::tls::{stamp, Stamp};
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `aap_tenant_files{result}`: tenant files now applied and refused.
-static FILES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    let g = IntGaugeVec::new(
-        Opts::new(
-            "aap_tenant_files",
-            "Files of tenants_dir by state: applied (serving their current version) or refused",
-        ),
-        &["result"],
-    )
-    .expect("a valid metric definition");
-    let _ = crate::metrics::METRICS
-        .registry
-        .register(Box::new(g.clone()));
-    g
-});
-
-/// `aap_tenant_file_applies_total{result}`: one-file applies by result.
-static APPLIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    let c = IntCounterVec::new(
-        Opts::new(
-            "aap_tenant_file_applies_total",
-            "Tenant file changes applied one at a time, by result (applied, refused, removed)",
-        ),
-        &["result"],
-    )
-    .expect("a valid metric definition");
-    let _ = crate::metrics::METRICS
-        .registry
-        .register(Box::new(c.clone()));
-    for r in ["applied", "refused", "removed"] {
-        c.with_label_values(&[r]).inc_by(0);
-    }
-    c
-});
-
 /// Refresh `aap_tenant_files` from a generation (after every swap).
-pub(super) fn publish_metrics(rt: &ConfigGeneration) {
+pub(super) fn publish_metrics(m: &TenantFileMetrics, rt: &ConfigGeneration) {
     let refused = rt.files.values().filter(|f| f.error.is_some()).count();
-    FILES
+    m.files
         .with_label_values(&["applied"])
         .set((rt.files.len() - refused) as i64);
-    FILES.with_label_values(&["refused"]).set(refused as i64);
-    LazyLock::force(&APPLIES);
+    m.files.with_label_values(&["refused"]).set(refused as i64);
 }
 
 impl Gateway {
@@ -75,7 +39,7 @@ impl Gateway {
         let _one_at_a_time = self.reload_lock.lock().await;
         self.apply_tenant_file_now(name);
         // What the replaced generation alone held (the old unit) goes now.
-        super::retire::free_unreferenced();
+        self.retired.free_unreferenced();
     }
 
     fn apply_tenant_file_now(&self, name: &str) {
@@ -106,7 +70,12 @@ impl Gateway {
                 added: None,
             };
             self.swap(cur.with_routes(routes, files), changed);
-            APPLIES.with_label_values(&["removed"]).inc();
+            self.platform
+                .metrics
+                .tenant_files
+                .applies
+                .with_label_values(&["removed"])
+                .inc();
             tracing::info!(
                 file = name,
                 tenant = old.as_ref().map(|u| u.id()).unwrap_or("-"),
@@ -116,7 +85,6 @@ impl Gateway {
             return;
         }
         let read = read_one(&cur.config, &dir, name, now);
-        let clusters = cur.clusters();
         let mut staged_for = None;
         let built = read
             .result
@@ -124,8 +92,7 @@ impl Gateway {
                 routes.check(&t, name)?;
                 let prior = old.as_ref().filter(|o| o.id() == t.id);
                 staged_for = Some(t.id.clone());
-                tenant::build(t, Some(name.to_owned()), &cur.shared(&clusters), prior)
-                    .map_err(|e| e.0)
+                tenant::build(t, Some(name.to_owned()), &cur.shared(), prior).map_err(|e| e.0)
             })
             .and_then(|unit| {
                 let same = old.as_ref().is_some_and(|o| Arc::ptr_eq(o, &unit));
@@ -149,8 +116,13 @@ impl Gateway {
                 };
                 self.swap(cur.with_routes(routes, files), changed);
                 // This tenant's lead outbox takes its new sinks only now.
-                crate::leads::outbox::outboxes().commit_staged();
-                APPLIES.with_label_values(&["applied"]).inc();
+                self.platform.outboxes.commit_staged();
+                self.platform
+                    .metrics
+                    .tenant_files
+                    .applies
+                    .with_label_values(&["applied"])
+                    .inc();
                 tracing::info!(
                     file = name,
                     tenant = id,
@@ -162,7 +134,7 @@ impl Gateway {
             Err(e) => {
                 if let Some(id) = &staged_for {
                     // The serving version (if any) keeps its sinks.
-                    crate::leads::outbox::outboxes().discard_staged_of(id);
+                    self.platform.outboxes.discard_staged_of(id);
                 }
                 log_refused(name, &e, old.is_some());
                 files.insert(
@@ -179,7 +151,12 @@ impl Gateway {
                     added: None,
                 };
                 self.swap(cur.with_routes(cur.routes.clone(), files), nothing);
-                APPLIES.with_label_values(&["refused"]).inc();
+                self.platform
+                    .metrics
+                    .tenant_files
+                    .applies
+                    .with_label_values(&["refused"])
+                    .inc();
             }
         }
     }

@@ -336,7 +336,7 @@ pub(super) async fn serve<T>(
                             streams.spawn(stream(ingress.clone(), req, respond, peer, refused, held, sizing.reserve));
                         }
                         Err(no) => {
-                            h2_budget::METRICS.refused.with_label_values(&[no.reason()]).inc();
+                            ingress.h2_memory.metrics().refused.with_label_values(&[no.reason()]).inc();
                             respond.send_reset(h2::Reason::REFUSED_STREAM);
                         }
                     }
@@ -437,7 +437,7 @@ async fn stream(
     tokio::select! {
         ended = work => ended,
         () = reset => {
-            h2_budget::METRICS.resets.inc();
+            ingress.h2_memory.metrics().resets.inc();
             Ended::Reset
         }
     }
@@ -587,7 +587,9 @@ async fn handle_stream(
     // share of the memory budgets, held until this task ends. Without one (the process-wide
     // budget is spent) the stream is refused before any work, and the client may retry it.
     if let Err(no) = held.turn(reserve).await {
-        h2_budget::METRICS
+        ingress
+            .h2_memory
+            .metrics()
             .refused
             .with_label_values(&[no.reason()])
             .inc();

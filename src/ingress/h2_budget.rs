@@ -7,72 +7,15 @@
 //! its request body and answer stay in the gateway's memory. Here a stream counts from the
 //! moment it is accepted until its task ends (answer written, or work cancelled).
 
-use prometheus::{IntCounterVec, IntGauge, Opts};
+use crate::series::H2Metrics;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// What a stream's accepted head costs before its work starts: its task (the future alone
 /// is about 2.4 KiB), the `h2` stream state and the parsed head map; its header bytes are
 /// added. Counted low (2 KiB), 2,000 waiting streams held ~5 MB more than the budget knew.
 pub(super) const HEAD_COST: usize = 5 << 10;
-
-/// The HTTP/2 metrics (registered with the gateway's registry on first use).
-pub(super) struct H2Metrics {
-    /// `aap_h2_streams_refused_total{reason}`.
-    pub refused: IntCounterVec,
-    /// `aap_h2_streams_reset_total`: streams the client reset before their answer (their
-    /// work was cancelled).
-    pub resets: prometheus::IntCounter,
-    /// `aap_h2_memory_bytes`: what the process-wide budget holds now.
-    pub memory: IntGauge,
-    /// `aap_h2_streams_working`: streams whose request is being handled now.
-    pub working: IntGauge,
-}
-
-pub(super) static METRICS: LazyLock<H2Metrics> = LazyLock::new(|| {
-    let r = &crate::metrics::METRICS.registry;
-    let refused = IntCounterVec::new(
-        Opts::new(
-            "aap_h2_streams_refused_total",
-            "HTTP/2 streams refused with RST_STREAM REFUSED_STREAM before any work, by reason",
-        ),
-        &["reason"],
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    let resets = prometheus::IntCounter::new(
-        "aap_h2_streams_reset_total",
-        "HTTP/2 streams the client reset before their answer; their work was cancelled",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    let memory = IntGauge::new(
-        "aap_h2_memory_bytes",
-        "Bytes the HTTP/2 streams hold now (heads, bodies, answers) against limits.h2_memory_bytes",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    let working = IntGauge::new(
-        "aap_h2_streams_working",
-        "HTTP/2 streams whose request is being handled now",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    for m in [
-        Box::new(refused.clone()) as Box<dyn prometheus::core::Collector>,
-        Box::new(resets.clone()),
-        Box::new(memory.clone()),
-        Box::new(working.clone()),
-    ] {
-        let _ = r.register(m);
-    }
-    for reason in ["memory", "streams"] {
-        refused.with_label_values(&[reason]);
-    }
-    H2Metrics {
-        refused,
-        resets,
-        memory,
-        working,
-    }
-});
 
 /// The process-wide budget: bytes every HTTP/2 stream holds, against `limits.h2_memory_bytes`
 /// (read at each connection's start, so a reload applies to new connections).
@@ -85,9 +28,24 @@ pub struct ProcessBudget {
     /// answers larger than `h2_stream_memory_bytes` are counted before their work runs
     /// rather than pushing the budget over once made.
     recent_answer: AtomicUsize,
+    /// The HTTP/2 series (the process's `GatewayMetrics`).
+    metrics: Arc<H2Metrics>,
 }
 
 impl ProcessBudget {
+    /// An empty budget whose streams are counted in `metrics`.
+    pub fn new(metrics: Arc<H2Metrics>) -> ProcessBudget {
+        ProcessBudget {
+            metrics,
+            ..ProcessBudget::default()
+        }
+    }
+
+    /// The HTTP/2 series.
+    pub(super) fn metrics(&self) -> &H2Metrics {
+        &self.metrics
+    }
+
     /// What a stream's turn reserves: `floor` (`h2_stream_memory_bytes`) or the size of the
     /// answers made lately, whichever is larger.
     fn reservation(&self, floor: usize) -> usize {
@@ -125,19 +83,19 @@ impl ProcessBudget {
             })
             .is_ok();
         if ok {
-            METRICS.memory.add(n as i64);
+            self.metrics.memory.add(n as i64);
         }
         ok
     }
 
     fn force_take(&self, n: usize) {
         self.used.fetch_add(n, Ordering::AcqRel);
-        METRICS.memory.add(n as i64);
+        self.metrics.memory.add(n as i64);
     }
 
     fn give(&self, n: usize) {
         self.used.fetch_sub(n, Ordering::AcqRel);
-        METRICS.memory.sub(n as i64);
+        self.metrics.memory.sub(n as i64);
     }
 
     /// Bytes held now.
@@ -254,7 +212,7 @@ impl ConnBudget {
             s.bytes -= bytes;
             if working {
                 s.working -= 1;
-                METRICS.working.dec();
+                self.process.metrics.working.dec();
             }
         }
         self.process.give(bytes);
@@ -293,7 +251,7 @@ impl Held {
                     }
                     s.working += 1;
                     s.bytes += reserve;
-                    METRICS.working.inc();
+                    b.process.metrics.working.inc();
                     self.working = true;
                     self.bytes += reserve;
                     return Ok(());

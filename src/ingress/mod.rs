@@ -54,12 +54,11 @@ pub struct Ingress {
 
 impl Ingress {
     pub fn new(gateway: Arc<Gateway>) -> Ingress {
-        // The HTTP/2 metrics are listed from the start (at zero).
-        std::sync::LazyLock::force(&h2_budget::METRICS);
+        let h2 = gateway.platform().metrics.h2.clone();
         Ingress {
             gateway,
             conns: Arc::new(ConnTable::default()),
-            h2_memory: Arc::new(h2_budget::ProcessBudget::default()),
+            h2_memory: Arc::new(h2_budget::ProcessBudget::new(h2)),
         }
     }
 

@@ -16,22 +16,30 @@ pub enum SinkBuildError {
     Client { name: String, problem: String },
 }
 
-/// The outbound client every HTTP sink uses (built once; its pool is shared).
-fn http_client() -> Result<reqwest::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            crate::outbound::client(None, Duration::from_secs(5)).map_err(|e| e.to_string())
-        })
-        .clone()
+/// The outbound client every HTTP sink of a process uses (built on first use; its pool is
+/// shared). One per process, in its lead outboxes.
+#[derive(Debug, Default)]
+pub struct SinkClient(OnceLock<Result<reqwest::Client, String>>);
+
+impl SinkClient {
+    fn get(&self) -> Result<reqwest::Client, String> {
+        self.0
+            .get_or_init(|| {
+                crate::outbound::client(None, Duration::from_secs(5)).map_err(|e| e.to_string())
+            })
+            .clone()
+    }
 }
 
 /// Build the sink a config entry describes.
-pub fn build(cfg: &LeadSinkConfig) -> Result<Arc<dyn LeadSink>, SinkBuildError> {
+pub fn build(
+    cfg: &LeadSinkConfig,
+    client: &SinkClient,
+) -> Result<Arc<dyn LeadSink>, SinkBuildError> {
     let name = cfg.name().to_owned();
     match cfg {
         LeadSinkConfig::Webhook(w) => {
-            let client = http_client().map_err(|problem| SinkBuildError::Client {
+            let client = client.get().map_err(|problem| SinkBuildError::Client {
                 name: name.clone(),
                 problem,
             })?;

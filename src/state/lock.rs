@@ -3,7 +3,7 @@
 //!
 //! `run` takes the lock at start (a second `run` on the same directory is
 //! refused); `run --upgrade` waits for it in the background while the old
-//! process drains, and every writer ([`ready`]) waits, bounded, until it is
+//! process drains, and every writer ([`StateLocks::ready`]) waits, bounded, until it is
 //! held. The lock is `flock(2)` through std's `File::try_lock`/`lock`, so it
 //! is released by the kernel whenever the holder exits, even by SIGKILL.
 
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -20,7 +20,7 @@ pub const LOCK_FILE: &str = "aap-gateway.lock";
 
 /// How long a writer of a process started with `--upgrade` waits for the old
 /// process to release the state: its grace period plus its graceful shutdown
-/// timeout (see `main.rs`), plus a margin.
+/// timeout (see `cli/run.rs`), plus a margin.
 pub const UPGRADE_WAIT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +37,11 @@ struct DirLock {
     _file: Arc<Mutex<Option<File>>>,
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, DirLock>> {
-    static REG: OnceLock<Mutex<HashMap<PathBuf, DirLock>>> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(HashMap::new()))
+/// The state directories this process holds (or waits for), by path: one
+/// value per process, in its `Platform`.
+#[derive(Debug, Default)]
+pub struct StateLocks {
+    by_dir: Mutex<HashMap<PathBuf, DirLock>>,
 }
 
 fn open_lock_file(dir: &Path) -> Result<File, String> {
@@ -77,97 +79,99 @@ fn busy(dir: &Path) -> String {
     )
 }
 
-/// Take the lock on `dir` now, or fail with a message naming the directory
-/// and the holder's pid. For `run`.
-pub fn hold(dir: &Path) -> Result<(), String> {
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if reg.contains_key(dir) {
-        return Ok(());
-    }
-    let mut f = open_lock_file(dir)?;
-    match f.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(busy(dir)),
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(format!("state.dir {}: cannot lock: {e}", dir.display()))
+impl StateLocks {
+    /// Take the lock on `dir` now, or fail with a message naming the directory
+    /// and the holder's pid. For `run`.
+    pub fn hold(&self, dir: &Path) -> Result<(), String> {
+        let mut reg = self.by_dir.lock().unwrap_or_else(|e| e.into_inner());
+        if reg.contains_key(dir) {
+            return Ok(());
         }
+        let mut f = open_lock_file(dir)?;
+        match f.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(busy(dir)),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("state.dir {}: cannot lock: {e}", dir.display()))
+            }
+        }
+        write_pid(&mut f);
+        let (_tx, rx) = watch::channel(Status::Held);
+        reg.insert(
+            dir.to_path_buf(),
+            DirLock {
+                status: rx,
+                _file: Arc::new(Mutex::new(Some(f))),
+            },
+        );
+        Ok(())
     }
-    write_pid(&mut f);
-    let (_tx, rx) = watch::channel(Status::Held);
-    reg.insert(
-        dir.to_path_buf(),
-        DirLock {
-            status: rx,
-            _file: Arc::new(Mutex::new(Some(f))),
-        },
-    );
-    Ok(())
-}
 
-/// Take the lock on `dir` as soon as its current holder releases it (the old
-/// process of a graceful upgrade). Returns at once; writers wait in [`ready`].
-pub fn hold_when_free(dir: &Path) -> Result<(), String> {
-    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if reg.contains_key(dir) {
-        return Ok(());
+    /// Take the lock on `dir` as soon as its current holder releases it (the old
+    /// process of a graceful upgrade). Returns at once; writers wait in [`StateLocks::ready`].
+    pub fn hold_when_free(&self, dir: &Path) -> Result<(), String> {
+        let mut reg = self.by_dir.lock().unwrap_or_else(|e| e.into_inner());
+        if reg.contains_key(dir) {
+            return Ok(());
+        }
+        let f = open_lock_file(dir)?;
+        let (tx, rx) = watch::channel(Status::Waiting);
+        let slot = Arc::new(Mutex::new(None));
+        let kept = slot.clone();
+        let shown = dir.display().to_string();
+        std::thread::Builder::new()
+            .name("state-lock".into())
+            .spawn(move || {
+                let mut f = f;
+                let status = match f.lock() {
+                    Ok(()) => {
+                        write_pid(&mut f);
+                        *kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+                        tracing::info!(state_dir = %shown, "state lock taken over from the previous process");
+                        Status::Held
+                    }
+                    Err(e) => Status::Failed(format!("state.dir {shown}: cannot lock: {e}")),
+                };
+                let _ = tx.send(status);
+            })
+            .map_err(|e| format!("cannot start the state lock thread: {e}"))?;
+        reg.insert(
+            dir.to_path_buf(),
+            DirLock {
+                status: rx,
+                _file: slot,
+            },
+        );
+        Ok(())
     }
-    let f = open_lock_file(dir)?;
-    let (tx, rx) = watch::channel(Status::Waiting);
-    let slot = Arc::new(Mutex::new(None));
-    let kept = slot.clone();
-    let shown = dir.display().to_string();
-    std::thread::Builder::new()
-        .name("state-lock".into())
-        .spawn(move || {
-            let mut f = f;
-            let status = match f.lock() {
-                Ok(()) => {
-                    write_pid(&mut f);
-                    *kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
-                    tracing::info!(state_dir = %shown, "state lock taken over from the previous process");
-                    Status::Held
-                }
-                Err(e) => Status::Failed(format!("state.dir {shown}: cannot lock: {e}")),
-            };
-            let _ = tx.send(status);
-        })
-        .map_err(|e| format!("cannot start the state lock thread: {e}"))?;
-    reg.insert(
-        dir.to_path_buf(),
-        DirLock {
-            status: rx,
-            _file: slot,
-        },
-    );
-    Ok(())
-}
 
-/// Wait (at most `wait`) until this process holds the lock on `dir`. A
-/// directory nobody registered (a library user, or a reload that moved
-/// `state.dir`) is locked now, without waiting.
-pub async fn ready(dir: &Path, wait: Duration) -> Result<(), String> {
-    let rx = {
-        let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-        reg.get(dir).map(|l| l.status.clone())
-    };
-    let Some(mut rx) = rx else {
-        return hold(dir);
-    };
-    let outcome = tokio::time::timeout(wait, rx.wait_for(|s| *s != Status::Waiting)).await;
-    match outcome {
-        Ok(Ok(s)) => match &*s {
-            Status::Held => Ok(()),
-            Status::Failed(e) => Err(e.clone()),
-            Status::Waiting => Err(busy(dir)),
-        },
-        Ok(Err(_)) => Err(format!(
-            "state.dir {}: the state lock thread stopped",
-            dir.display()
-        )),
-        Err(_) => Err(format!(
-            "state.dir {}: the previous process still holds the state",
-            dir.display()
-        )),
+    /// Wait (at most `wait`) until this process holds the lock on `dir`. A
+    /// directory nobody registered (a library user, or a reload that moved
+    /// `state.dir`) is locked now, without waiting.
+    pub async fn ready(&self, dir: &Path, wait: Duration) -> Result<(), String> {
+        let rx = {
+            let reg = self.by_dir.lock().unwrap_or_else(|e| e.into_inner());
+            reg.get(dir).map(|l| l.status.clone())
+        };
+        let Some(mut rx) = rx else {
+            return self.hold(dir);
+        };
+        let outcome = tokio::time::timeout(wait, rx.wait_for(|s| *s != Status::Waiting)).await;
+        match outcome {
+            Ok(Ok(s)) => match &*s {
+                Status::Held => Ok(()),
+                Status::Failed(e) => Err(e.clone()),
+                Status::Waiting => Err(busy(dir)),
+            },
+            Ok(Err(_)) => Err(format!(
+                "state.dir {}: the state lock thread stopped",
+                dir.display()
+            )),
+            Err(_) => Err(format!(
+                "state.dir {}: the previous process still holds the state",
+                dir.display()
+            )),
+        }
     }
 }
 
@@ -202,18 +206,22 @@ mod tests {
         let other = open_lock_file(&d).unwrap();
         other.try_lock().unwrap();
         std::fs::write(d.join(LOCK_FILE), "4242\n").unwrap();
-        let e = hold(&d).unwrap_err();
+        let locks = StateLocks::default();
+        let e = locks.hold(&d).unwrap_err();
         assert!(
             e.contains(&d.display().to_string()) && e.contains("pid 4242"),
             "{e}"
         );
         // An upgrade waits in the background; writers wait at most `wait`.
-        hold_when_free(&d).unwrap();
-        let e = ready(&d, Duration::from_millis(200)).await.unwrap_err();
+        locks.hold_when_free(&d).unwrap();
+        let e = locks
+            .ready(&d, Duration::from_millis(200))
+            .await
+            .unwrap_err();
         assert!(e.contains("still holds"), "{e}");
         // Once the holder lets go, the waiting writer gets the directory.
         drop(other);
-        ready(&d, Duration::from_secs(5)).await.unwrap();
+        locks.ready(&d, Duration::from_secs(5)).await.unwrap();
         let pid = std::fs::read_to_string(d.join(LOCK_FILE)).unwrap();
         assert_eq!(pid.trim(), std::process::id().to_string());
         std::fs::remove_dir_all(&d).ok();

@@ -184,8 +184,9 @@ pub fn csv(leads: &[Listed], with_customer: bool) -> String {
 /// with the gateway stopped (this command takes the state lock).
 pub fn import(cfg: &Config) -> Result<String, String> {
     let dir = cfg.state_dir();
-    crate::state::lock::hold(&dir)?;
-    let store = super::open(cfg)?;
+    let locks = Arc::new(crate::state::lock::StateLocks::default());
+    locks.hold(&dir)?;
+    let store = super::open(cfg, &locks, &Arc::new(super::StoreMetrics::new()))?;
     let ttl = std::time::Duration::from_secs(cfg.state.idempotency_ttl_hours * 3600);
     let tenants: Vec<(String, std::path::PathBuf)> = cfg
         .tenants

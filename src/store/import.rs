@@ -7,7 +7,7 @@
 //! is recovered from its last `{"lead_id"`.
 
 use super::sql::{Engine, Tx};
-use super::{Imported, StoreError, METRICS};
+use super::{Imported, StoreError, StoreMetrics};
 use crate::clock::now_unix_ms;
 use serde::Deserialize;
 use serde_json::Value;
@@ -21,8 +21,8 @@ fn imported_name(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn unreadable(file: &Path, line: usize, what: &str) {
-    METRICS.unreadable.inc();
+fn unreadable(m: &StoreMetrics, file: &Path, line: usize, what: &str) {
+    m.unreadable.inc();
     tracing::error!(file = %file.display(), line, "legacy import: {what}");
 }
 
@@ -45,7 +45,11 @@ struct IdemLine {
 }
 
 /// The file store's idempotency log (`<state.dir>/idempotency.jsonl`).
-pub fn idempotency_log<E: Engine>(engine: &E, path: &Path) -> Result<u64, StoreError> {
+pub fn idempotency_log<E: Engine>(
+    engine: &E,
+    path: &Path,
+    m: &StoreMetrics,
+) -> Result<u64, StoreError> {
     if !path.is_file() {
         return Ok(0);
     }
@@ -61,8 +65,8 @@ pub fn idempotency_log<E: Engine>(engine: &E, path: &Path) -> Result<u64, StoreE
                 last.insert(rec.k.clone(), rec);
             }
             // A torn last line from a crash is expected; any other is not.
-            Err(_) if i + 1 == count => unreadable(path, i + 1, "a torn last line was dropped"),
-            Err(_) => unreadable(path, i + 1, "a line does not parse; dropped"),
+            Err(_) if i + 1 == count => unreadable(m, path, i + 1, "a torn last line was dropped"),
+            Err(_) => unreadable(m, path, i + 1, "a line does not parse; dropped"),
         }
     }
     let now = now_unix_ms();
@@ -183,6 +187,7 @@ pub fn leads_file<E: Engine>(
     tenant: &str,
     path: &Path,
     ttl: Duration,
+    m: &StoreMetrics,
 ) -> Result<Imported, StoreError> {
     let journal = path.with_extension("outbox.jsonl");
     if !path.is_file() {
@@ -203,7 +208,7 @@ pub fn leads_file<E: Engine>(
                     .push(e),
                 Err(_) => {
                     report.unreadable += 1;
-                    unreadable(&journal, i + 1, "a journal line does not parse; dropped (the delivery it recorded is retried)");
+                    unreadable(m, &journal, i + 1, "a journal line does not parse; dropped (the delivery it recorded is retried)");
                 }
             }
         }
@@ -218,6 +223,7 @@ pub fn leads_file<E: Engine>(
                 if torn {
                     report.unreadable += 1;
                     unreadable(
+                        m,
                         path,
                         i + 1,
                         "a torn record was dropped; the lead written after it is recovered",
@@ -227,7 +233,7 @@ pub fn leads_file<E: Engine>(
             }
             None => {
                 report.unreadable += 1;
-                unreadable(path, i + 1, "a line does not parse as a lead; dropped");
+                unreadable(m, path, i + 1, "a line does not parse as a lead; dropped");
             }
         }
     }

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An accepted lead as the store keeps it and every sink receives it.
@@ -283,33 +283,7 @@ pub trait LeadStore: Send + Sync + std::fmt::Debug {
 
 // ---- metrics ---------------------------------------------------------------------------------
 
-pub struct StoreMetrics {
-    /// Stored records that could not be read (a lead, a legacy line).
-    pub unreadable: prometheus::IntCounter,
-    /// Store operations that failed (unreachable, full, ...).
-    pub errors: prometheus::IntCounter,
-}
-
-pub static METRICS: LazyLock<StoreMetrics> = LazyLock::new(|| {
-    let counter = |name: &str, help: &str| {
-        let c = prometheus::IntCounter::new(name, help).unwrap_or_else(|e| panic!("{name}: {e}"));
-        crate::metrics::METRICS
-            .registry
-            .register(Box::new(c.clone()))
-            .unwrap_or_else(|e| panic!("register {name}: {e}"));
-        c
-    };
-    StoreMetrics {
-        unreadable: counter(
-            "aap_lead_store_unreadable_total",
-            "Lead records (stored, or lines of an imported file) that could not be read",
-        ),
-        errors: counter(
-            "aap_lead_store_errors_total",
-            "Lead store operations that failed (store unreachable, full, or refusing)",
-        ),
-    }
-});
+pub use crate::series::StoreMetrics;
 
 // ---- the lead path's state: idempotency in the store, counters elsewhere ------------------
 
@@ -320,11 +294,13 @@ pub struct StoreState {
     pub store: Arc<dyn LeadStore>,
     pub counters: Arc<dyn SharedState>,
     pub lease: Duration,
+    /// Where a failed store operation is counted.
+    pub metrics: Arc<StoreMetrics>,
 }
 
-fn counted<T>(r: Result<T, StoreError>) -> Result<T, StateError> {
+fn counted<T>(m: &StoreMetrics, r: Result<T, StoreError>) -> Result<T, StateError> {
     r.map_err(|e| {
-        METRICS.errors.inc();
+        m.errors.inc();
         e.into()
     })
 }
@@ -339,13 +315,17 @@ impl SharedState for StoreState {
         resend_ok: bool,
     ) -> Result<Begin, StateError> {
         counted(
+            &self.metrics,
             self.store
                 .idem_begin(key, fingerprints, ttl, resend_ok, self.lease)
                 .await,
         )
     }
     async fn idem_intent(&self, key: &str, claim: &Claim) -> Result<bool, StateError> {
-        counted(self.store.idem_intent(key, claim, self.lease).await)
+        counted(
+            &self.metrics,
+            self.store.idem_intent(key, claim, self.lease).await,
+        )
     }
     async fn idem_complete(
         &self,
@@ -355,23 +335,27 @@ impl SharedState for StoreState {
         ttl: Duration,
     ) -> Result<(), StateError> {
         counted(
+            &self.metrics,
             self.store
                 .idem_complete(key, fingerprint, result, ttl)
                 .await,
         )
     }
     async fn idem_abandon(&self, key: &str, claim: &Claim) -> Result<(), StateError> {
-        counted(self.store.idem_abandon(key, claim).await)
+        counted(&self.metrics, self.store.idem_abandon(key, claim).await)
     }
     async fn idem_interrupt(&self, key: &str, claim: &Claim) -> Result<(), StateError> {
-        counted(self.store.idem_interrupt(key, claim).await)
+        counted(&self.metrics, self.store.idem_interrupt(key, claim).await)
     }
     async fn idem_resolve(
         &self,
         key: &str,
         resolution: &Resolution,
     ) -> Result<Resolved, StateError> {
-        counted(self.store.idem_resolve(key, resolution).await)
+        counted(
+            &self.metrics,
+            self.store.idem_resolve(key, resolution).await,
+        )
     }
     async fn take(&self, key: &str, bucket: Bucket) -> Result<Take, StateError> {
         self.counters.take(key, bucket).await
@@ -463,7 +447,13 @@ pub fn sqlite_path(c: &crate::config::Config) -> std::path::PathBuf {
 /// here (offline commands build the runtime too): the engine opens on first
 /// use, after this process holds the state lock (SQLite), runs its
 /// migrations and imports the file store's idempotency log once.
-pub fn open(c: &crate::config::Config) -> Result<Arc<dyn LeadStore>, String> {
+/// Writes wait for this process to hold `state.dir` in `locks`; failures and
+/// unreadable records are counted in `metrics`.
+pub fn open(
+    c: &crate::config::Config,
+    locks: &Arc<crate::state::lock::StateLocks>,
+    metrics: &Arc<StoreMetrics>,
+) -> Result<Arc<dyn LeadStore>, String> {
     use crate::config::LeadStoreKind;
     let legacy_idem = c.state_dir().join("idempotency.jsonl");
     match c.state.lead_store {
@@ -473,6 +463,8 @@ pub fn open(c: &crate::config::Config) -> Result<Arc<dyn LeadStore>, String> {
                 engine,
                 legacy_idem,
                 c.state_dir(),
+                locks.clone(),
+                metrics.clone(),
             )))
         }
         LeadStoreKind::Postgres => {
@@ -486,6 +478,8 @@ pub fn open(c: &crate::config::Config) -> Result<Arc<dyn LeadStore>, String> {
                 engine,
                 legacy_idem,
                 c.state_dir(),
+                locks.clone(),
+                metrics.clone(),
             )))
         }
     }

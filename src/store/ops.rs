@@ -15,6 +15,10 @@ pub struct SqlStore<E: Engine> {
     /// The state directory whose lock this process must hold before it
     /// writes (`None`: an offline reader).
     state_dir: Option<PathBuf>,
+    /// Where this process holds `state_dir` (`None`: an offline reader).
+    locks: Option<Arc<crate::state::lock::StateLocks>>,
+    /// Unreadable records are counted here.
+    metrics: Arc<StoreMetrics>,
     ready: tokio::sync::OnceCell<()>,
 }
 
@@ -23,11 +27,19 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl<E: Engine> SqlStore<E> {
-    pub fn new(engine: E, legacy_idem: PathBuf, state_dir: PathBuf) -> SqlStore<E> {
+    pub fn new(
+        engine: E,
+        legacy_idem: PathBuf,
+        state_dir: PathBuf,
+        locks: Arc<crate::state::lock::StateLocks>,
+        metrics: Arc<StoreMetrics>,
+    ) -> SqlStore<E> {
         SqlStore {
             engine: Arc::new(engine),
             legacy_idem: Some(legacy_idem),
             state_dir: Some(state_dir),
+            locks: Some(locks),
+            metrics,
             ready: tokio::sync::OnceCell::new(),
         }
     }
@@ -39,6 +51,8 @@ impl<E: Engine> SqlStore<E> {
             engine: Arc::new(engine),
             legacy_idem: None,
             state_dir: None,
+            locks: None,
+            metrics: Arc::new(StoreMetrics::new()),
             ready: tokio::sync::OnceCell::new(),
         }
     }
@@ -49,13 +63,15 @@ impl<E: Engine> SqlStore<E> {
     async fn ready(&self) -> Result<(), StoreError> {
         self.ready
             .get_or_try_init(|| async {
-                if let Some(dir) = &self.state_dir {
-                    crate::state::lock::ready(dir, crate::state::lock::UPGRADE_WAIT)
+                if let (Some(dir), Some(locks)) = (&self.state_dir, &self.locks) {
+                    locks
+                        .ready(dir, crate::state::lock::UPGRADE_WAIT)
                         .await
                         .map_err(StoreError)?;
                 }
                 let engine = self.engine.clone();
                 let legacy = self.legacy_idem.clone();
+                let metrics = self.metrics.clone();
                 let exclusive = self.state_dir.is_some() && engine.kind() == "sqlite";
                 tokio::task::spawn_blocking(move || {
                     engine.tx(|tx| super::schema::migrate(tx, engine.kind()))?;
@@ -68,7 +84,7 @@ impl<E: Engine> SqlStore<E> {
                         })?;
                     }
                     if let Some(path) = legacy {
-                        super::import::idempotency_log(engine.as_ref(), &path)?;
+                        super::import::idempotency_log(engine.as_ref(), &path, &metrics)?;
                     }
                     Ok::<_, StoreError>(())
                 })
@@ -107,9 +123,9 @@ fn claim_row(tx: &mut dyn Tx, key: &str) -> Result<Option<Row>, StoreError> {
         .next())
 }
 
-fn parse(text: &str) -> Value {
+fn parse(m: &StoreMetrics, text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| {
-        METRICS.unreadable.inc();
+        m.unreadable.inc();
         tracing::error!("lead store: a stored idempotency result does not parse; answered as null");
         Value::Null
     })
@@ -119,7 +135,13 @@ const DELIVERY_COLS: &str = "o.lead_id, o.attempts, o.since, o.next_at, o.lease_
 
 /// A leased row's lead; an unreadable record is dead-lettered (class
 /// `unreadable`), logged and counted, never skipped silently.
-fn leased(tx: &mut dyn Tx, r: &Row, sink: &str, now: u64) -> Result<Option<Leased>, StoreError> {
+fn leased(
+    m: &StoreMetrics,
+    tx: &mut dyn Tx,
+    r: &Row,
+    sink: &str,
+    now: u64,
+) -> Result<Option<Leased>, StoreError> {
     let id = r.t(0);
     match serde_json::from_str::<Lead>(&r.t(5)) {
         Ok(lead) => Ok(Some(Leased {
@@ -129,7 +151,7 @@ fn leased(tx: &mut dyn Tx, r: &Row, sink: &str, now: u64) -> Result<Option<Lease
             since: r.u(2),
         })),
         Err(e) => {
-            METRICS.unreadable.inc();
+            m.unreadable.inc();
             tracing::error!(lead_id = %id, sink, error = %e, "lead store: a lead record cannot be read; dead-lettered as unreadable");
             tx.exec(
                 "UPDATE outbox SET status = 'dead', class = 'unreadable', error = 'the stored lead record cannot be read', done_at = $3, lease_owner = NULL, lease_until = NULL WHERE lead_id = $1 AND sink = $2",
@@ -153,6 +175,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
         let key = key.to_owned();
         let fps: Vec<String> = fingerprints.iter().map(|s| (*s).to_owned()).collect();
         let (ttl, lease) = (ms(ttl), ms(lease));
+        let m = self.metrics.clone();
         self.run(move |tx| {
             let now = now_unix_ms();
             let claim = Claim::new();
@@ -184,7 +207,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
                     take(tx, "claimed", &fp)?;
                     Begin::Claimed(claim)
                 }
-                "done" if same => Begin::Replay(parse(&row.t(4))),
+                "done" if same => Begin::Replay(parse(&m, &row.t(4))),
                 "done" => Begin::Conflict,
                 "claimed" | "sending" if live => {
                     if same {
@@ -317,10 +340,11 @@ impl<E: Engine> LeadStore for SqlStore<E> {
     }
 
     async fn accept(&self, a: Accept) -> Result<Accepted, StoreError> {
+        let m = self.metrics.clone();
         self.run(move |tx| {
             if let Some((key, claim)) = &a.idem {
                 match claim_row(tx, key)? {
-                    Some(row) if row.t(1) == "done" => return Ok(Accepted::Replay(parse(&row.t(4)))),
+                    Some(row) if row.t(1) == "done" => return Ok(Accepted::Replay(parse(&m, &row.t(4)))),
                     Some(row) if row.ot(2).as_deref() == Some(claim.0.as_str()) => {}
                     _ => return Ok(Accepted::Lost),
                 }
@@ -367,6 +391,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
             owner.to_owned(),
             ms(lease),
         );
+        let m = self.metrics.clone();
         self.run(move |tx| {
             let now = now_unix_ms();
             let args: Vec<Arg> = vec![(&tenant).into(), (&sink).into(), now.into(), (limit as u64).into()];
@@ -389,7 +414,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
             };
             let mut out = Vec::new();
             for r in &rows {
-                if let Some(l) = leased(tx, r, &sink, now)? {
+                if let Some(l) = leased(&m, tx, r, &sink, now)? {
                     tx.exec(
                         "UPDATE outbox SET lease_owner = $3, lease_until = $4 WHERE lead_id = $1 AND sink = $2",
                         &[r.t(0).into(), (&sink).into(), (&owner).into(), (now + lease).into()],
@@ -561,6 +586,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
 
     async fn list(&self, f: &Filter) -> Result<Vec<Listed>, StoreError> {
         let f = f.clone();
+        let m = self.metrics.clone();
         self.run(move |tx| {
             let limit = if f.limit == 0 { i64::MAX } else { f.limit as i64 };
             let rows = tx.query(
@@ -573,7 +599,7 @@ impl<E: Engine> LeadStore for SqlStore<E> {
                 let record = match serde_json::from_str::<Value>(&r.t(3)) {
                     Ok(v) => Some(v),
                     Err(e) => {
-                        METRICS.unreadable.inc();
+                        m.unreadable.inc();
                         tracing::error!(lead_id = %id, error = %e, "lead store: a lead record cannot be read");
                         None
                     }
@@ -615,13 +641,14 @@ impl<E: Engine> LeadStore for SqlStore<E> {
         if self.state_dir.is_none() {
             return Ok(Imported::default());
         }
-        let (engine, tenant, path) = (
+        let (engine, tenant, path, m) = (
             self.engine.clone(),
             tenant.to_owned(),
             leads_file.to_path_buf(),
+            self.metrics.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            super::import::leads_file(engine.as_ref(), &tenant, &path, ttl)
+            super::import::leads_file(engine.as_ref(), &tenant, &path, ttl, &m)
         })
         .await
         .map_err(|e| StoreError(e.to_string()))?

@@ -1,4 +1,4 @@
-//! Upstream clusters: the process-wide registry of pooled clients, one per distinct cluster
+//! Upstream clusters: the registry of pooled clients (one per process, in its `Platform`), one per distinct cluster
 //! setting, shared by every tenant naming it and kept across reloads; background DNS per cluster.
 //!
 //! A tenant's backend names a `[[clusters]]` entry, or carries inline `peers`; inline settings
@@ -20,10 +20,11 @@
 //! to configure for the same answers.
 
 use crate::config::ClusterConfig;
+use crate::series::ClusterMetrics;
 use crate::upstream::client::{Client, ClientConfig, PeerAddr, PeerSpec};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// How long one host-name lookup may take.
@@ -44,6 +45,19 @@ struct Entry {
 pub struct Registry {
     online: bool,
     entries: Mutex<HashMap<ClusterConfig, Entry>>,
+    /// The per-cluster series every client of this registry records.
+    metrics: Arc<ClusterMetrics>,
+    /// The runtime the health checks and lookups run on (online only; see
+    /// [`Registry::background`]).
+    background: OnceLock<Option<tokio::runtime::Handle>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("online", &self.online)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A cluster's state for `/readyz`.
@@ -53,49 +67,6 @@ pub struct ClusterStatus {
     pub ready: bool,
     pub peers: usize,
     pub reason: Option<String>,
-}
-
-static ONLINE: LazyLock<Registry> = LazyLock::new(|| Registry {
-    online: true,
-    entries: Mutex::new(HashMap::new()),
-});
-
-/// The process-wide registry the running gateway builds its backends from.
-pub fn registry() -> &'static Registry {
-    &ONLINE
-}
-
-/// The runtime the health checks and lookups run on: one thread of its
-/// own, started on first use (before Pingora's runtimes exist at start).
-fn background() -> Option<tokio::runtime::Handle> {
-    static HANDLE: OnceLock<Option<tokio::runtime::Handle>> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .max_blocking_threads(LOOKUP_THREADS)
-                .thread_name("aap-clusters")
-                .build();
-            let rt = match rt {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the upstream cluster runtime");
-                    return None;
-                }
-            };
-            let handle = rt.handle().clone();
-            let started = std::thread::Builder::new()
-                .name("aap-clusters".into())
-                .spawn(move || rt.block_on(std::future::pending::<()>()));
-            match started {
-                Ok(_) => Some(handle),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot start the upstream cluster thread");
-                    None
-                }
-            }
-        })
-        .clone()
 }
 
 /// The name an inline (unnamed) cluster gets: stable across reloads and
@@ -119,19 +90,64 @@ pub fn inline_name(c: &ClusterConfig) -> String {
 }
 
 impl Registry {
+    /// The registry the running gateway builds its backends from: its
+    /// clients connect, and host names are looked up in the background.
+    pub fn online(metrics: Arc<ClusterMetrics>) -> Registry {
+        Registry {
+            online: true,
+            entries: Mutex::new(HashMap::new()),
+            metrics,
+            background: OnceLock::new(),
+        }
+    }
+
     /// A registry that never connects nor looks a name up (`check`,
     /// `catalog`, `publish`): its clients have the IP-literal peers only.
     pub fn offline() -> Registry {
         Registry {
             online: false,
             entries: Mutex::new(HashMap::new()),
+            metrics: Arc::new(ClusterMetrics::new()),
+            background: OnceLock::new(),
         }
     }
 
-    /// Whether this is the process-wide registry that connects and looks
-    /// names up (not an [`Registry::offline`] one).
+    /// Whether this registry connects and looks names up (not an
+    /// [`Registry::offline`] one).
     pub fn is_online(&self) -> bool {
         self.online
+    }
+
+    /// The runtime the health checks and lookups run on: one thread of its
+    /// own, started on first use (before Pingora's runtimes exist at start).
+    fn background(&self) -> Option<tokio::runtime::Handle> {
+        self.background
+            .get_or_init(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .max_blocking_threads(LOOKUP_THREADS)
+                    .thread_name("aap-clusters")
+                    .build();
+                let rt = match rt {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start the upstream cluster runtime");
+                        return None;
+                    }
+                };
+                let handle = rt.handle().clone();
+                let started = std::thread::Builder::new()
+                    .name("aap-clusters".into())
+                    .spawn(move || rt.block_on(std::future::pending::<()>()));
+                match started {
+                    Ok(_) => Some(handle),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start the upstream cluster thread");
+                        None
+                    }
+                }
+            })
+            .clone()
     }
 
     /// The client of cluster `c` (an unnamed one gets [`inline_name`]): the
@@ -163,7 +179,7 @@ impl Registry {
             })
             .collect();
         let names = specs.iter().any(|p| p.literal().is_none());
-        let bg = if self.online { background() } else { None };
+        let bg = if self.online { self.background() } else { None };
         let client = Arc::new(Client::new(ClientConfig {
             cluster: c.name.clone(),
             // With names, the first lookup installs literals and names together.
@@ -175,6 +191,7 @@ impl Registry {
             idle_timeout: Duration::from_secs(c.pool_idle_timeout_secs),
             background: bg.clone(),
             awaits_resolution: names && bg.is_some(),
+            metrics: self.metrics.clone(),
         })?);
         let error = Arc::new(Mutex::new(None));
         if names {

@@ -1,7 +1,7 @@
 //! The embedded dealer: dealer information from a file, inventory from a feed
 //! (`upstream::inventory`), and durable lead intake, so the gateway is a dealer by itself.
 
-use super::inventory::source::{FeedSource, SourceSpec};
+use super::inventory::source::{FeedSource, FeedSources, SourceSpec};
 use super::inventory::{
     is_listed, Inventory, Paging, LISTED, SCALAR_FILTERS, SORT_FIELDS, TERM_FACETS, TERM_FILTERS,
 };
@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -40,11 +40,13 @@ pub struct EmbeddedConfig {
     pub default_limit: usize,
     pub max_limit: usize,
     pub cursor: CursorCodec,
+    /// The lead store's series (its failures are counted).
+    pub store_metrics: Arc<crate::series::StoreMetrics>,
 }
 
 #[derive(Debug)]
 pub struct EmbeddedDealer {
-    /// Shared with every tenant naming the same file (see [`dealer_profile`]).
+    /// Shared with every tenant naming the same file (see [`DealerProfiles`]).
     dealer: Arc<Value>,
     /// Shared with every tenant naming the same source.
     feed: Arc<FeedSource>,
@@ -57,6 +59,7 @@ pub struct EmbeddedDealer {
     /// The file store's leads file was imported (once per dealer).
     imported: OnceCell<()>,
     outbox: Option<Arc<crate::leads::outbox::TenantOutbox>>,
+    store_metrics: Arc<crate::series::StoreMetrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,44 +79,60 @@ fn load_json(path: &Path) -> Result<Value, LoadError> {
     })
 }
 
-/// The dealer information of `path`, parsed once per version of the file and shared by every
-/// tenant naming it while any of them lives: a platform of 10,000 tenants of one dealer group
-/// holds one copy (the demo profile is about 45 KB as a `Value`, measured with heaptrack) and
-/// parses it once. A changed file (size, modification time or inode) is parsed again.
-fn dealer_profile(path: &Path) -> Result<Arc<Value>, LoadError> {
-    type Profiles = HashMap<PathBuf, (crate::file_stamp::Stamp, Weak<Value>)>;
-    static PROFILES: LazyLock<Mutex<Profiles>> = LazyLock::new(Default::default);
-    let stamp = crate::file_stamp::stamp(path);
-    let cached = PROFILES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(path)
-        .filter(|(s, _)| stamp.is_some() && *s == stamp)
-        .and_then(|(_, w)| w.upgrade());
-    if let Some(v) = cached {
-        return Ok(v);
+/// The dealer information files of a process, each parsed once per version of the file and
+/// shared by every tenant naming it while any of them lives: a platform of 10,000 tenants of one
+/// dealer group holds one copy (the demo profile is about 45 KB as a `Value`, measured with
+/// heaptrack) and parses it once. A changed file (size, modification time or inode) is parsed
+/// again.
+#[derive(Debug, Default)]
+pub struct DealerProfiles {
+    by_path: Mutex<HashMap<PathBuf, (crate::file_stamp::Stamp, Weak<Value>)>>,
+}
+
+impl DealerProfiles {
+    /// The dealer information of `path` (see [`DealerProfiles`]).
+    pub fn get(&self, path: &Path) -> Result<Arc<Value>, LoadError> {
+        let stamp = crate::file_stamp::stamp(path);
+        let cached = self
+            .by_path
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .filter(|(s, _)| stamp.is_some() && *s == stamp)
+            .and_then(|(_, w)| w.upgrade());
+        if let Some(v) = cached {
+            return Ok(v);
+        }
+        let dealer = load_json(path)?;
+        if !dealer.is_object() {
+            return Err(LoadError::File {
+                path: path.display().to_string(),
+                problem: "expected the dealer information object".into(),
+            });
+        }
+        let dealer = Arc::new(dealer);
+        let mut profiles = self.by_path.lock().unwrap_or_else(|e| e.into_inner());
+        profiles.retain(|_, (_, w)| w.strong_count() > 0);
+        profiles.insert(path.to_owned(), (stamp, Arc::downgrade(&dealer)));
+        Ok(dealer)
     }
-    let dealer = load_json(path)?;
-    if !dealer.is_object() {
-        return Err(LoadError::File {
-            path: path.display().to_string(),
-            problem: "expected the dealer information object".into(),
-        });
-    }
-    let dealer = Arc::new(dealer);
-    let mut profiles = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
-    profiles.retain(|_, (_, w)| w.strong_count() > 0);
-    profiles.insert(path.to_owned(), (stamp, Arc::downgrade(&dealer)));
-    Ok(dealer)
 }
 
 impl EmbeddedDealer {
-    pub fn load(cfg: EmbeddedConfig) -> Result<EmbeddedDealer, LoadError> {
-        let dealer = dealer_profile(&cfg.dealer)?;
-        let feed = FeedSource::open(cfg.feed, cfg.schemas).map_err(|problem| LoadError::File {
-            path: "inventory feed".into(),
-            problem,
-        })?;
+    /// The dealer of `cfg`: its profile from `profiles`, its feed from `feeds` (both shared
+    /// with every tenant naming the same file or source).
+    pub fn load(
+        cfg: EmbeddedConfig,
+        feeds: &FeedSources,
+        profiles: &DealerProfiles,
+    ) -> Result<EmbeddedDealer, LoadError> {
+        let dealer = profiles.get(&cfg.dealer)?;
+        let feed = feeds
+            .open(cfg.feed, cfg.schemas)
+            .map_err(|problem| LoadError::File {
+                path: "inventory feed".into(),
+                problem,
+            })?;
         if cfg.leads_file.is_dir() {
             return Err(LoadError::File {
                 path: cfg.leads_file.display().to_string(),
@@ -131,6 +150,7 @@ impl EmbeddedDealer {
             idempotency_ttl: cfg.idempotency_ttl,
             imported: OnceCell::new(),
             outbox: cfg.outbox,
+            store_metrics: cfg.store_metrics,
         })
     }
 
@@ -173,7 +193,7 @@ impl EmbeddedDealer {
             })
             .await;
         if let Err(e) = imported {
-            crate::store::METRICS.errors.inc();
+            self.store_metrics.errors.inc();
             tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead store unavailable; lead refused");
             return Ok(nothing_recorded());
         }
@@ -262,7 +282,7 @@ impl EmbeddedDealer {
             Ok(Accepted::Lost) => Ok(crate::aap::error::in_flight_error()),
             Err(e) => {
                 // Nothing was committed: the same answer whichever write failed.
-                crate::store::METRICS.errors.inc();
+                self.store_metrics.errors.inc();
                 tracing::error!(tenant = call.tenant, correlation_id = %call.forward.correlation_id, error = %e, "lead store write failed; lead refused");
                 Ok(nothing_recorded())
             }
@@ -359,7 +379,7 @@ impl Backend for EmbeddedDealer {
 
 #[cfg(test)]
 mod tests {
-    use super::dealer_profile;
+    use super::DealerProfiles;
     use std::sync::Arc;
 
     #[test]
@@ -368,6 +388,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("dealer.json");
         std::fs::write(&path, r#"{"name":"One"}"#).unwrap();
+        let profiles = DealerProfiles::default();
+        let dealer_profile = |p: &std::path::Path| profiles.get(p);
         let a = dealer_profile(&path).unwrap();
         let b = dealer_profile(&path).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "the same version is shared");

@@ -62,10 +62,12 @@ fn embedded(
         retention: Duration::from_secs(config.state.lead_retention_days * 86_400),
     };
     // Staged until the generation is served (see above).
-    let outbox = crate::leads::outbox::outboxes()
+    let outbox = shared
+        .platform
+        .outboxes
         .attach(&t.id, &leads_file, store_use, &e.sinks, &e.outbox)
         .map_err(|e| e.to_string())?;
-    let dealer = EmbeddedDealer::load(EmbeddedConfig {
+    let cfg = EmbeddedConfig {
         // Shared with every tenant naming the same source.
         feed: SourceSpec::of_backend(e, &|p| config.resolve(p)),
         schemas: shared.schemas.clone(),
@@ -77,8 +79,10 @@ fn embedded(
         default_limit: e.default_limit,
         max_limit: e.max_limit,
         cursor: CursorCodec::new(&key, e.cursor_ttl_secs * 1000),
-    })
-    .map_err(|e| e.to_string())?;
+        store_metrics: shared.platform.metrics.store.clone(),
+    };
+    let dealer = EmbeddedDealer::load(cfg, &shared.platform.feeds, &shared.platform.profiles)
+        .map_err(|e| e.to_string())?;
     Ok(Arc::new(dealer))
 }
 
@@ -89,7 +93,7 @@ fn mcp(
     shared: &Shared<'_>,
 ) -> Result<Arc<dyn Backend>, String> {
     let upstream = McpUpstream::new(McpUpstreamConfig {
-        client: cluster_client(shared.clusters, shared.config, &t.backend)?,
+        client: cluster_client(&shared.platform.clusters, shared.config, &t.backend)?,
         path: m.path.clone(),
         revision: match m.revision.as_str() {
             "2026-07-28" => RevisionMode::Modern,
@@ -112,7 +116,7 @@ fn a2a(
     shared: &Shared<'_>,
 ) -> Result<Arc<dyn Backend>, String> {
     let upstream = A2aUpstream::new(A2aUpstreamConfig {
-        client: cluster_client(shared.clusters, shared.config, &t.backend)?,
+        client: cluster_client(&shared.platform.clusters, shared.config, &t.backend)?,
         path: a.path.clone(),
         card_path: a.card_path.clone(),
         extension_uri: a.extension_uri.clone(),
@@ -132,7 +136,7 @@ pub(super) fn relay(
     shared: &Shared<'_>,
 ) -> Result<Arc<Relay>, String> {
     let relay = Relay::new(RelayConfig {
-        client: cluster_client(shared.clusters, shared.config, &t.backend)?,
+        client: cluster_client(&shared.platform.clusters, shared.config, &t.backend)?,
         path: r.path.clone(),
         bearer_token: r.bearer_token.clone(),
         max_json_depth: shared.config.limits.max_json_depth,

@@ -74,7 +74,7 @@ pub(in crate::gateway) fn build(
             && b.upstream == addrs
             && format!("{:?}", b.config.backend) == format!("{:?}", t.backend)
     });
-    let auth = auth::authenticator(config, &t, shared.clusters).map_err(err)?;
+    let auth = auth::authenticator(config, &t, &shared.platform.clusters).map_err(err)?;
     let cert = match &t.tls {
         Some(tls) => Some(Arc::new(
             crate::tls::load_pair(

@@ -4,8 +4,8 @@
 use crate::aap::catalog::CatalogInterner;
 use crate::aap::schemas::SchemaSet;
 use crate::config::Config;
+use crate::platform::Platform;
 use crate::state::SharedState;
-use crate::upstream::cluster::Registry;
 use std::sync::{Arc, Mutex};
 
 /// What every tenant of a generation is built against.
@@ -18,8 +18,10 @@ pub(in crate::gateway) struct Shared<'a> {
     pub state_kept: bool,
     /// The shared settings a tenant's build reads, as text (see [`shared_key`]).
     pub key: &'a str,
-    /// Where forwarding backends and JWKS URLs get their pooled clients.
-    pub clusters: &'a Registry,
+    /// The process's registries: forwarding backends and JWKS URLs get their
+    /// pooled clients from its clusters, embedded ones their feed, dealer
+    /// profile and lead outbox.
+    pub platform: &'a Platform,
     /// The generation's catalogs: tenants of the same shape share one.
     pub catalogs: &'a Mutex<CatalogInterner>,
 }

@@ -5,8 +5,8 @@ use super::Outboxes;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
-fn unavailable(e: crate::store::StoreError) -> (u16, Value) {
-    crate::store::METRICS.errors.inc();
+fn unavailable(outboxes: &Outboxes, e: crate::store::StoreError) -> (u16, Value) {
+    outboxes.store_metrics().errors.inc();
     (
         503,
         json!({"error": "store_unavailable", "reason": e.to_string()}),
@@ -60,11 +60,11 @@ pub async fn admin_dead_letters(outboxes: &Outboxes, query: Option<&str>) -> (u1
     };
     let list = match s.store.dead_letters(tenant).await {
         Ok(l) => l,
-        Err(e) => return unavailable(e),
+        Err(e) => return unavailable(outboxes, e),
     };
     let pending = match s.store.counts(tenant).await {
         Ok(c) => c.pending,
-        Err(e) => return unavailable(e),
+        Err(e) => return unavailable(outboxes, e),
     };
     let sinks: Vec<Value> = match s.store.sink_queues(tenant).await {
         Ok(q) => q
@@ -80,7 +80,7 @@ pub async fn admin_dead_letters(outboxes: &Outboxes, query: Option<&str>) -> (u1
                 })
             })
             .collect(),
-        Err(e) => return unavailable(e),
+        Err(e) => return unavailable(outboxes, e),
     };
     let list: Vec<Value> = list
         .into_iter()
@@ -130,7 +130,7 @@ pub async fn admin_redrive(outboxes: &Outboxes, query: Option<&str>) -> (u16, Va
     };
     let n = match s.store.redrive(tenant, lead_id).await {
         Ok(n) => n,
-        Err(e) => return unavailable(e),
+        Err(e) => return unavailable(outboxes, e),
     };
     if n == 0 && lead_id.is_some() {
         return (

@@ -4,6 +4,7 @@
 use super::StoreUse;
 use crate::config::OutboxConfig;
 use crate::leads::{LeadSink, SinkError};
+use crate::series::{OutboxMetrics, StoreMetrics};
 use crate::store::{Attempt, Leased, Outcome};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -42,8 +43,17 @@ pub struct TenantOutbox {
     /// (lead id, sink) deliveries running in this process.
     in_flight: Mutex<HashSet<(String, String)>>,
     wake: Notify,
-    /// This process's name on the leases it takes (`Outboxes`).
-    owner: Arc<str>,
+    /// What the worker shares with the rest of the process (`Outboxes`).
+    handles: Handles,
+}
+
+/// What an outbox's worker gets from the process's `Outboxes`.
+#[derive(Debug, Clone)]
+pub(super) struct Handles {
+    /// This process's name on the leases it takes.
+    pub(super) owner: Arc<str>,
+    pub(super) metrics: Arc<OutboxMetrics>,
+    pub(super) store_metrics: Arc<StoreMetrics>,
 }
 
 type Done = (Leased, SinkSlot, Result<(), SinkError>);
@@ -53,7 +63,7 @@ impl TenantOutbox {
         tenant: &str,
         leads_file: &Path,
         policy: Arc<Policy>,
-        owner: Arc<str>,
+        handles: Handles,
     ) -> TenantOutbox {
         TenantOutbox {
             tenant: tenant.to_owned(),
@@ -63,7 +73,7 @@ impl TenantOutbox {
             generation: AtomicU64::new(0),
             in_flight: Mutex::new(HashSet::new()),
             wake: Notify::new(),
-            owner,
+            handles,
         }
     }
 
@@ -181,7 +191,7 @@ impl TenantOutbox {
                         &slot.name,
                         policy.cfg.ordered,
                         limit - busy,
-                        &self.owner,
+                        &self.handles.owner,
                         policy.store.lease,
                     )
                     .await
@@ -274,16 +284,16 @@ impl TenantOutbox {
         // record is then fenced off by the lease owner).
         let store = &policy.store.store;
         let mut recorded = store
-            .record(lead_id, &slot.name, &self.owner, &attempt)
+            .record(lead_id, &slot.name, &self.handles.owner, &attempt)
             .await;
         let give_up = std::time::Instant::now() + policy.store.lease / 2;
         let mut wait = Duration::from_millis(50);
         while recorded.is_err() && std::time::Instant::now() + wait < give_up {
-            crate::store::METRICS.errors.inc();
+            self.handles.store_metrics.errors.inc();
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(2));
             recorded = store
-                .record(lead_id, &slot.name, &self.owner, &attempt)
+                .record(lead_id, &slot.name, &self.handles.owner, &attempt)
                 .await;
         }
         self.in_flight()
@@ -297,7 +307,7 @@ impl TenantOutbox {
             Err(e) => {
                 // The lease runs out and the delivery is attempted again
                 // (same lead id): at least once, never lost.
-                crate::store::METRICS.errors.inc();
+                self.handles.store_metrics.errors.inc();
                 tracing::error!(tenant = %self.tenant, lead_id = %lead_id, sink = %slot.name, error = %e, "lead outbox outcome not recorded; the delivery will be attempted again")
             }
         }
@@ -317,7 +327,8 @@ impl TenantOutbox {
                 tracing::warn!(tenant = %self.tenant, lead_id = %lead_id, sink = %slot.name, error = %e, "lead delivery failed; will retry")
             }
         }
-        super::metrics::METRICS
+        self.handles
+            .metrics
             .deliveries
             .with_label_values(&[slot.kind, outcome])
             .inc();

@@ -30,7 +30,7 @@ pub use engine::TenantOutbox;
 pub use registry::Outboxes;
 
 use crate::store::LeadStore;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How the outbox uses the store (`[state]`).
@@ -51,9 +51,3 @@ pub struct StoreUse {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct OutboxError(pub String);
-
-/// The process's outboxes.
-pub fn outboxes() -> &'static Outboxes {
-    static OUTBOXES: OnceLock<Outboxes> = OnceLock::new();
-    OUTBOXES.get_or_init(Outboxes::default)
-}

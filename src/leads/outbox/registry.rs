@@ -3,12 +3,14 @@
 //! delivery runtime with its housekeeping (retention, gauges).
 
 use super::engine::{Policy, SinkSlot, TenantOutbox};
-use super::metrics::{refresh_counts, METRICS};
+use super::metrics::refresh_counts;
 use super::{OutboxError, StoreUse};
 use crate::config::{LeadSinkConfig, OutboxConfig};
+use crate::leads::sinks::SinkClient;
+use crate::series::{OutboxMetrics, StoreMetrics};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// Every outbox of the process and the runtime their workers run on.
@@ -22,20 +24,42 @@ pub struct Outboxes {
     owner: Arc<str>,
     /// The delivery runtime (`run` only; see [`Outboxes::start_delivery`]).
     runtime: OnceLock<tokio::runtime::Runtime>,
+    /// The outbound client every HTTP sink uses.
+    sink_client: SinkClient,
+    metrics: Arc<OutboxMetrics>,
+    store_metrics: Arc<StoreMetrics>,
 }
 
 impl Default for Outboxes {
     fn default() -> Outboxes {
-        Outboxes {
-            tenants: Mutex::default(),
-            store: Arc::default(),
-            owner: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()).into(),
-            runtime: OnceLock::new(),
+        Outboxes::new(Arc::default(), Arc::default())
+    }
+}
+
+impl Drop for Outboxes {
+    fn drop(&mut self) {
+        // Its workers end with it, wherever it is dropped (a test's async context too).
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
         }
     }
 }
 
 impl Outboxes {
+    /// No outbox yet, delivering nothing until [`Outboxes::start_delivery`];
+    /// deliveries are counted in `metrics`, store failures in `store_metrics`.
+    pub fn new(metrics: Arc<OutboxMetrics>, store_metrics: Arc<StoreMetrics>) -> Outboxes {
+        Outboxes {
+            tenants: Mutex::default(),
+            store: Arc::default(),
+            owner: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()).into(),
+            runtime: OnceLock::new(),
+            sink_client: SinkClient::default(),
+            metrics,
+            store_metrics,
+        }
+    }
+
     /// Start the delivery runtime (for `run`, before the first generation is
     /// built). Without it, [`Outboxes::attach`] builds and checks the sinks only.
     pub fn start_delivery(&self) -> Result<(), String> {
@@ -48,10 +72,12 @@ impl Outboxes {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the lead outbox runtime: {e}"))?;
-        rt.spawn(housekeeping(self.store.clone()));
+        rt.spawn(housekeeping(
+            self.store.clone(),
+            self.metrics.clone(),
+            self.store_metrics.clone(),
+        ));
         let _ = self.runtime.set(rt);
-        LazyLock::force(&METRICS);
-        LazyLock::force(&crate::store::METRICS);
         Ok(())
     }
 
@@ -83,7 +109,7 @@ impl Outboxes {
     ) -> Result<Option<Arc<TenantOutbox>>, OutboxError> {
         let mut slots = Vec::new();
         for s in sinks {
-            let sink = crate::leads::sinks::build(s)
+            let sink = crate::leads::sinks::build(s, &self.sink_client)
                 .map_err(|e| OutboxError(format!("backend.sinks: {e}")))?;
             slots.push(SinkSlot {
                 name: s.name().to_owned(),
@@ -96,14 +122,18 @@ impl Outboxes {
             cfg: cfg.clone(),
             store,
         });
-        let owner = self.owner.clone();
+        let handles = super::engine::Handles {
+            owner: self.owner.clone(),
+            metrics: self.metrics.clone(),
+            store_metrics: self.store_metrics.clone(),
+        };
         let Some(rt) = self.runtime.get() else {
             // Offline (`check`, `catalog`): the sinks were built, nothing runs.
             if policy.sinks.is_empty() {
                 return Ok(None);
             }
             return Ok(Some(Arc::new(TenantOutbox::new(
-                tenant, leads_file, policy, owner,
+                tenant, leads_file, policy, handles,
             ))));
         };
         *self.store.lock().unwrap_or_else(|e| e.into_inner()) = Some(policy.store.clone());
@@ -117,7 +147,7 @@ impl Outboxes {
         if policy.sinks.is_empty() {
             return Ok(None);
         }
-        let ob = Arc::new(TenantOutbox::new(tenant, leads_file, policy, owner));
+        let ob = Arc::new(TenantOutbox::new(tenant, leads_file, policy, handles));
         reg.insert(tenant.to_owned(), ob.clone());
         rt.spawn(ob.clone().work());
         Ok(Some(ob))
@@ -147,6 +177,11 @@ impl Outboxes {
         }
     }
 
+    /// Where a failed store operation of the admin endpoints is counted.
+    pub(super) fn store_metrics(&self) -> &StoreMetrics {
+        &self.store_metrics
+    }
+
     /// Whether `tenant` has an outbox in this process.
     pub(super) fn has_outbox(&self, tenant: &str) -> bool {
         self.tenants().contains_key(tenant)
@@ -167,20 +202,24 @@ impl Outboxes {
             return;
         }
         if let Some(s) = self.current_store() {
-            refresh_counts(&s).await;
+            refresh_counts(&s, &self.metrics, &self.store_metrics).await;
         }
     }
 }
 
 /// Retention (pruning while serving) and the gauges, once a minute / every
 /// few seconds, on the delivery runtime.
-async fn housekeeping(store: Arc<Mutex<Option<StoreUse>>>) {
+async fn housekeeping(
+    store: Arc<Mutex<Option<StoreUse>>>,
+    metrics: Arc<OutboxMetrics>,
+    store_metrics: Arc<StoreMetrics>,
+) {
     let mut tick: u64 = 0;
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let current = store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(s) = current else { continue };
-        refresh_counts(&s).await;
+        refresh_counts(&s, &metrics, &store_metrics).await;
         if tick.is_multiple_of(12) {
             match s.store.prune(s.retention).await {
                 Ok((0, 0)) => {}

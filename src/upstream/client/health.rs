@@ -3,79 +3,14 @@
 //! per-cluster metrics (`aap_upstream_cluster_*{cluster}`).
 
 use super::Client;
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
-use std::collections::{HashMap, HashSet};
+use crate::series::ClusterMetrics;
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a peer that refused a connection is skipped.
 const FAIL_COOL_DOWN: Duration = Duration::from_secs(3);
-
-/// The per-cluster metric families, registered on first use. The label is
-/// the cluster's name: one series per cluster, never per tenant.
-struct Families {
-    peers: IntGaugeVec,
-    healthy: IntGaugeVec,
-    ready: IntGaugeVec,
-    opened: IntCounterVec,
-    reused: IntCounterVec,
-    dns: IntCounterVec,
-    dns_failures: IntCounterVec,
-}
-
-static FAMILIES: LazyLock<Families> = LazyLock::new(|| {
-    let r = &crate::metrics::METRICS.registry;
-    let gauge = |name: &str, help: &str| {
-        let g = IntGaugeVec::new(Opts::new(name, help), &["cluster"])
-            .unwrap_or_else(|e| panic!("metric {name}: {e}"));
-        r.register(Box::new(g.clone()))
-            .unwrap_or_else(|e| panic!("register {name}: {e}"));
-        g
-    };
-    let counter = |name: &str, help: &str| {
-        let c = IntCounterVec::new(Opts::new(name, help), &["cluster"])
-            .unwrap_or_else(|e| panic!("metric {name}: {e}"));
-        r.register(Box::new(c.clone()))
-            .unwrap_or_else(|e| panic!("register {name}: {e}"));
-        c
-    };
-    Families {
-        peers: gauge(
-            "aap_upstream_cluster_peers",
-            "Peer addresses a cluster sends to (every address its names resolve to)",
-        ),
-        healthy: gauge(
-            "aap_upstream_cluster_peers_healthy",
-            "Peer addresses of a cluster that pass the health check",
-        ),
-        ready: gauge(
-            "aap_upstream_cluster_ready",
-            "1 when a cluster has at least one peer address, 0 while its names do not resolve",
-        ),
-        opened: counter(
-            "aap_upstream_cluster_connections_opened_total",
-            "New upstream connections a cluster's pool opened",
-        ),
-        reused: counter(
-            "aap_upstream_cluster_connections_reused_total",
-            "Requests sent on a pooled (kept-alive) connection of a cluster",
-        ),
-        dns: counter(
-            "aap_upstream_cluster_dns_resolutions_total",
-            "Host-name lookups a cluster made",
-        ),
-        dns_failures: counter(
-            "aap_upstream_cluster_dns_failures_total",
-            "Host-name lookups of a cluster that failed or timed out",
-        ),
-    }
-});
-
-/// How many live clients carry each cluster label: during a reload that
-/// changes a cluster's settings the old and the new client coexist, and
-/// the series goes only with the last one.
-static LABEL_USERS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
 
 /// One cluster's metrics and health view, shared by its client and the
 /// health observer of each peer set.
@@ -85,16 +20,17 @@ pub(crate) struct ClusterStats(Arc<StatsInner>);
 struct StatsInner {
     name: String,
     down: Mutex<HashSet<SocketAddr>>,
+    metrics: Arc<ClusterMetrics>,
 }
 
 impl Drop for StatsInner {
     fn drop(&mut self) {
-        let mut users = LABEL_USERS.lock().unwrap_or_else(|e| e.into_inner());
+        let f = &*self.metrics;
+        let mut users = f.label_users.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = users.get_mut(&self.name) {
             *n -= 1;
             if *n == 0 {
                 users.remove(&self.name);
-                let f = &*FAMILIES;
                 let l = [self.name.as_str()];
                 let _ = f.peers.remove_label_values(&l);
                 let _ = f.healthy.remove_label_values(&l);
@@ -109,13 +45,13 @@ impl Drop for StatsInner {
 }
 
 impl ClusterStats {
-    pub(crate) fn new(name: &str) -> ClusterStats {
-        *LABEL_USERS
+    pub(crate) fn new(name: &str, metrics: Arc<ClusterMetrics>) -> ClusterStats {
+        let f = &*metrics;
+        *f.label_users
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(name.to_owned())
             .or_insert(0) += 1;
-        let f = &*FAMILIES;
         let l = [name];
         f.peers.with_label_values(&l);
         f.healthy.with_label_values(&l);
@@ -127,6 +63,7 @@ impl ClusterStats {
         ClusterStats(Arc::new(StatsInner {
             name: name.to_owned(),
             down: Mutex::new(HashSet::new()),
+            metrics: metrics.clone(),
         }))
     }
 
@@ -136,7 +73,7 @@ impl ClusterStats {
 
     /// A new peer set of `n` addresses (presumed healthy until checked).
     pub(crate) fn peers(&self, n: usize) {
-        let f = &*FAMILIES;
+        let f = &*self.0.metrics;
         self.0
             .down
             .lock()
@@ -150,7 +87,7 @@ impl ClusterStats {
     }
 
     pub(crate) fn connected(&self, reused: bool) {
-        let f = &*FAMILIES;
+        let f = &*self.0.metrics;
         if reused { &f.reused } else { &f.opened }
             .with_label_values(&self.label())
             .inc();
@@ -158,7 +95,7 @@ impl ClusterStats {
 
     /// One host-name lookup and whether it failed.
     pub(crate) fn resolved(&self, failed: bool) {
-        let f = &*FAMILIES;
+        let f = &*self.0.metrics;
         f.dns.with_label_values(&self.label()).inc();
         if failed {
             f.dns_failures.with_label_values(&self.label()).inc();
@@ -173,7 +110,8 @@ impl ClusterStats {
             down.insert(addr);
         }
         let up = active.iter().filter(|a| !down.contains(a)).count();
-        FAMILIES
+        self.0
+            .metrics
             .healthy
             .with_label_values(&self.label())
             .set(up as i64);

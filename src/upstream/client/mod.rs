@@ -80,6 +80,8 @@ pub struct ClientConfig {
     /// Whether peers come later from name resolution: until the first
     /// attempt is over, a request waits for it (within the connect timeout).
     pub awaits_resolution: bool,
+    /// The per-cluster series (the cluster registry's).
+    pub metrics: std::sync::Arc<crate::series::ClusterMetrics>,
 }
 
 /// The peers a client sends to now. `all` only grows, so an index stays
@@ -195,7 +197,7 @@ impl Drop for Client {
 
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Client, String> {
-        let stats = health::ClusterStats::new(&cfg.cluster);
+        let stats = health::ClusterStats::new(&cfg.cluster, cfg.metrics.clone());
         let (stop, _) = tokio::sync::watch::channel(true);
         let empty = PeerTable {
             all: Vec::new(),

@@ -2,8 +2,9 @@
 //! `If-Modified-Since`; each parsed feed is judged and swapped in whole, or refused.
 //!
 //! One [`FeedSource`] exists per distinct source (location, format, mapping and policy): every
-//! tenant naming the same one shares its loaded inventory, across config reloads too, through a
-//! process-wide registry of weak references. Its watcher thread ends when the last tenant lets go.
+//! tenant naming the same one shares its loaded inventory, across config reloads too, through the
+//! process's registry of weak references ([`FeedSources`]). Its watcher task ends when the last
+//! tenant lets go.
 
 use super::Inventory;
 use crate::aap::schemas::SchemaSet;
@@ -14,7 +15,7 @@ use arc_swap::ArcSwapOption;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// Rejected rows logged one per line for each load; the rest are counted.
@@ -303,69 +304,50 @@ impl FeedFetch for UrlFetch {
     }
 }
 
-/// The one runtime every feed watcher runs on (a thread, not one per source), started on
-/// first use; `None` when the thread could not be started (logged, feeds not refreshed).
-static WATCHERS: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .max_blocking_threads(4)
-        .thread_name("feed-watch")
-        .enable_all()
-        .build()
-        .inspect_err(|e| tracing::error!(error = %e, "inventory feed watchers cannot start; feeds are not refreshed"))
-        .ok()
-});
-
-/// The source's state for `/readyz`.
-#[derive(Debug, Clone, Default)]
-struct Health {
-    /// The last successful check: a load, or a 304 confirming the loaded version is current.
-    last_success_unix: Option<i64>,
-    /// When the inventory served now was loaded.
-    last_load_unix: Option<i64>,
-    last_check_unix: Option<i64>,
-    /// Whether the version last parsed was accepted (a 304 for a refused one is no success).
-    latest_accepted: bool,
-    rows: usize,
-    rejected: usize,
-    duplicates: usize,
-    refusals: u64,
-    failures: u64,
-    last_error: Option<String>,
+/// Every live inventory source of a process, by its key, and the one runtime their watchers
+/// run on (a thread, not one per source), started on first use.
+#[derive(Debug, Default)]
+pub struct FeedSources {
+    sources: Mutex<HashMap<String, Weak<FeedSource>>>,
+    /// `None` inside when the thread could not be started (logged, feeds not refreshed).
+    watchers: OnceLock<Option<tokio::runtime::Runtime>>,
 }
 
-/// One inventory source and the inventory it serves.
-pub struct FeedSource {
-    spec: SourceSpec,
-    label: String,
-    schemas: Arc<SchemaSet>,
-    current: ArcSwapOption<Inventory>,
-    fetch: Box<dyn FeedFetch>,
-    health: Mutex<Health>,
-}
-
-impl std::fmt::Debug for FeedSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FeedSource")
-            .field("source", &self.label)
-            .finish_non_exhaustive()
+impl Drop for FeedSources {
+    fn drop(&mut self) {
+        // Its watchers end with it, wherever it is dropped (a test's async context too).
+        if let Some(Some(rt)) = self.watchers.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
-static SOURCES: LazyLock<Mutex<HashMap<String, Weak<FeedSource>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+impl FeedSources {
+    fn watchers(&self) -> Option<&tokio::runtime::Runtime> {
+        self.watchers
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .max_blocking_threads(4)
+                    .thread_name("feed-watch")
+                    .enable_all()
+                    .build()
+                    .inspect_err(|e| tracing::error!(error = %e, "inventory feed watchers cannot start; feeds are not refreshed"))
+                    .ok()
+            })
+            .as_ref()
+    }
 
-fn now_unix() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
-}
-
-impl FeedSource {
     /// The live source for `spec`, or a new one: a file is loaded now (an
     /// error here is a configuration error: the file is missing, unreadable
     /// or refused), a URL is fetched by its watcher right after.
-    pub fn open(spec: SourceSpec, schemas: Arc<SchemaSet>) -> Result<Arc<FeedSource>, String> {
+    pub fn open(
+        &self,
+        spec: SourceSpec,
+        schemas: Arc<SchemaSet>,
+    ) -> Result<Arc<FeedSource>, String> {
         let key = spec.key();
-        let mut sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
         sources.retain(|_, w| w.strong_count() > 0);
         if let Some(live) = sources.get(&key).and_then(Weak::upgrade) {
             return Ok(live);
@@ -410,11 +392,53 @@ impl FeedSource {
             Some(Fetched::Failed(e)) => return Err(e),
             _ => {}
         }
-        source.watch();
+        source.watch(self.watchers());
         sources.insert(key, Arc::downgrade(&source));
         Ok(source)
     }
+}
 
+/// The source's state for `/readyz`.
+#[derive(Debug, Clone, Default)]
+struct Health {
+    /// The last successful check: a load, or a 304 confirming the loaded version is current.
+    last_success_unix: Option<i64>,
+    /// When the inventory served now was loaded.
+    last_load_unix: Option<i64>,
+    last_check_unix: Option<i64>,
+    /// Whether the version last parsed was accepted (a 304 for a refused one is no success).
+    latest_accepted: bool,
+    rows: usize,
+    rejected: usize,
+    duplicates: usize,
+    refusals: u64,
+    failures: u64,
+    last_error: Option<String>,
+}
+
+/// One inventory source and the inventory it serves.
+pub struct FeedSource {
+    spec: SourceSpec,
+    label: String,
+    schemas: Arc<SchemaSet>,
+    current: ArcSwapOption<Inventory>,
+    fetch: Box<dyn FeedFetch>,
+    health: Mutex<Health>,
+}
+
+impl std::fmt::Debug for FeedSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeedSource")
+            .field("source", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_unix() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+impl FeedSource {
     /// The inventory served now; `None` until a first feed was accepted.
     pub fn inventory(&self) -> Option<Arc<Inventory>> {
         self.current.load_full()
@@ -556,8 +580,8 @@ impl FeedSource {
     /// Start the source's watcher: a task on the shared feed runtime that polls every
     /// `poll_interval_secs` (a URL at once, then on the interval) and ends when the last
     /// tenant lets go of the source.
-    fn watch(self: &Arc<Self>) {
-        let Some(rt) = WATCHERS.as_ref() else {
+    fn watch(self: &Arc<Self>, watchers: Option<&tokio::runtime::Runtime>) {
+        let Some(rt) = watchers else {
             tracing::error!(source = %self.label, "inventory feed watcher unavailable; the feed is not refreshed");
             return;
         };
