@@ -55,7 +55,7 @@ impl History {
             .rev()
             .map(|e| {
                 serde_json::json!({
-                    "at": rfc3339(e.at_ms),
+                    "at": crate::clock::unix_ms_rfc3339(e.at_ms),
                     "result": if e.ok { "reloaded" } else { "rejected" },
                     "config_generation": e.generation,
                     "error": e.error,
@@ -73,17 +73,6 @@ fn one_line(e: &str) -> String {
         .collect::<Vec<_>>()
         .join(" / ");
     joined.chars().take(ERROR_CHARS).collect()
-}
-
-/// Unix milliseconds as an RFC 3339 UTC time.
-pub fn rfc3339(ms: u64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

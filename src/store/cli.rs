@@ -54,16 +54,6 @@ fn time_ms(key: &str, v: &Option<String>) -> Result<Option<u64>, String> {
         .transpose()
 }
 
-fn rfc3339(ms: u64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
-
 fn block<T>(f: impl std::future::Future<Output = T>) -> Result<T, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -103,7 +93,7 @@ pub fn summary(l: &Listed) -> Value {
     json!({
         "lead_id": l.lead_id,
         "tenant": l.tenant,
-        "received_at": rfc3339(l.received_at),
+        "received_at": crate::clock::unix_ms_rfc3339(l.received_at),
         "status": l.status(),
         "deliveries": l.deliveries,
         "readable": l.record.is_some(),
@@ -154,7 +144,7 @@ pub fn csv(leads: &[Listed], with_customer: bool) -> String {
         let mut row = vec![
             l.lead_id.clone(),
             l.tenant.clone(),
-            rfc3339(l.received_at),
+            crate::clock::unix_ms_rfc3339(l.received_at),
             l.status().to_owned(),
             deliveries.join(" "),
         ];

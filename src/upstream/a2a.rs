@@ -144,7 +144,10 @@ impl A2aUpstream {
         let mut headers = vec![
             ("content-type", "application/json".to_owned()),
             ("accept", "application/json".to_owned()),
-            (crate::a2a::VERSION_HEADER, crate::a2a::PROTOCOL_VERSION.to_owned()),
+            (
+                crate::a2a::VERSION_HEADER,
+                crate::a2a::PROTOCOL_VERSION.to_owned(),
+            ),
             (crate::a2a::EXTENSIONS_HEADER, uri.to_owned()),
         ];
         self.auth_header(&mut headers);

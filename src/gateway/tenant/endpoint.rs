@@ -3,17 +3,17 @@
 
 use super::bucket;
 use super::shared::Shared;
+use super::TenantEndpoint;
 use crate::aap::catalog::CatalogOptions;
 use crate::aap::contract::{Contract, ContractConfig};
-use crate::publish::{self, Documents};
 use crate::aap::skill::Skill;
 use crate::auth::Authenticator;
 use crate::backend::Backend;
 use crate::config::{BackendConfig, TenantConfig};
-use super::TenantEndpoint;
 use crate::endpoint::Endpoint;
 use crate::mcp::server::McpBinding;
 use crate::mcp::session::SessionStore;
+use crate::publish::{self, Documents};
 use crate::state::Bucket;
 use serde_json::Value;
 use std::sync::Arc;

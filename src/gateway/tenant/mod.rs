@@ -17,13 +17,13 @@ pub(super) use build::build;
 pub use build::BuildError;
 pub(super) use shared::{shared_key, Shared};
 
-use crate::endpoint::Endpoint;
-use crate::publish::Documents;
 use crate::auth::Authenticator;
 use crate::config::TenantConfig;
+use crate::endpoint::Endpoint;
 use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
 use crate::mcp::server::McpBinding;
+use crate::publish::Documents;
 use crate::state::Bucket;
 use crate::upstream::relay::Relay;
 use pingora::tls::sign::CertifiedKey;

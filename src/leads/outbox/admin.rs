@@ -75,8 +75,8 @@ pub async fn admin_dead_letters(outboxes: &Outboxes, query: Option<&str>) -> (u1
                     "sink": q.sink,
                     "pending": q.pending,
                     "dead": q.dead,
-                    "oldest_pending_at": q.oldest_pending.map(rfc3339),
-                    "next_attempt_at": q.next_attempt.map(rfc3339),
+                    "oldest_pending_at": q.oldest_pending.map(crate::clock::unix_ms_rfc3339),
+                    "next_attempt_at": q.next_attempt.map(crate::clock::unix_ms_rfc3339),
                 })
             })
             .collect(),
@@ -92,9 +92,9 @@ pub async fn admin_dead_letters(outboxes: &Outboxes, query: Option<&str>) -> (u1
                 "attempts": d.attempts,
                 "last_error_class": d.class,
                 "last_error": d.error,
-                "received_at": rfc3339(d.received_at),
-                "last_attempt_at": d.last_attempt.map(rfc3339),
-                "dead_at": rfc3339(d.dead_at),
+                "received_at": crate::clock::unix_ms_rfc3339(d.received_at),
+                "last_attempt_at": d.last_attempt.map(crate::clock::unix_ms_rfc3339),
+                "dead_at": crate::clock::unix_ms_rfc3339(d.dead_at),
             })
         })
         .collect();
@@ -143,16 +143,6 @@ pub async fn admin_redrive(outboxes: &Outboxes, query: Option<&str>) -> (u16, Va
         200,
         json!({"status": "redriven", "tenant": tenant, "deliveries": n}),
     )
-}
-
-fn rfc3339(ms: u64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
