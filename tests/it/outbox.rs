@@ -547,8 +547,12 @@ fn sigkill_during_a_burst_with_the_sink_down_loses_nothing() {
     let got = rx.wait_for(&told, Duration::from_secs(60));
     std::thread::sleep(Duration::from_secs(2));
     let got = {
+        // A lead accepted just before the kill, whose answer the client never read, may still
+        // arrive (it is not in `told`); what arrived already must not arrive again.
         let after = rx.delivered();
-        assert_eq!(got, after, "nothing is sent again once delivered");
+        for (id, n) in &got {
+            assert_eq!(after.get(id), Some(n), "nothing is sent again once delivered");
+        }
         after
     };
     for id in &told {
@@ -618,7 +622,10 @@ fn postgres_two_instances_one_killed_every_lead_once_by_the_survivor() {
                 "aap_lead_deliveries_total{outcome=\"retry\",sink=\"webhook\"}",
             ) > 0.0
     });
-    assert_eq!(metric(&b, "aap_lead_outbox_pending"), 100.0);
+    // The gauge follows the store on its own refresh: wait for it rather than race it.
+    wait_until(Duration::from_secs(10), "100 leads pending", || {
+        metric(&b, "aap_lead_outbox_pending") == 100.0
+    });
     // The sink's queue as the console shows it, read from PostgreSQL: every lead pending,
     // the next attempt due within the backoff cap.
     let r = admin(&b, "GET", "/admin/leads/dead-letters");
