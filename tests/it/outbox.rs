@@ -551,7 +551,11 @@ fn sigkill_during_a_burst_with_the_sink_down_loses_nothing() {
         // arrive (it is not in `told`); what arrived already must not arrive again.
         let after = rx.delivered();
         for (id, n) in &got {
-            assert_eq!(after.get(id), Some(n), "nothing is sent again once delivered");
+            assert_eq!(
+                after.get(id),
+                Some(n),
+                "nothing is sent again once delivered"
+            );
         }
         after
     };
