@@ -21,6 +21,9 @@
 # target (one pass, not ROUNDS), added p50/p99 over direct and CPU per request including
 # what the proxy burns while idle.
 #   LOW_RATE=0 bash benches/load.sh # skip the low-rate leg
+# First of all, before any load: each proxy's CPU while idle over IDLE=10 s (ms of CPU per second;
+# timers, health checks, background loops), the burn the low-rate leg's CPU per request includes.
+#   IDLE=0 bash benches/load.sh     # skip the idle measurement
 # Then HTTP/2: h2load against the full gateway (h2c, prior knowledge) and nginx (h2c), each
 # also over HTTP/1.1 by the same client, CONNECTIONS/4 connections x 4 streams for h2 and
 # CONNECTIONS connections for HTTP/1.1; the gateway's h2/HTTP/1.1 CPU per request ratio.
@@ -36,6 +39,7 @@ DUR=${1:-10}
 CONN=${2:-64}
 RATE=${RATE:-1000}
 LOW_RATE=${LOW_RATE:-7}; LOW_CONN=${LOW_CONN:-4}; LOW_DUR=${LOW_DUR:-30}
+IDLE=${IDLE:-10}
 H2=${H2:-1}
 ROUNDS=${ROUNDS:-3}
 SOAK=${SOAK:-0}
@@ -258,6 +262,23 @@ py() { python3 -c "$1"; }
 # cpu_us columns: CPU time (user + system) per request of the upstream and of the
 # proxy in front of it (none for direct), from /proc/PID/stat over the run. They
 # do not depend on how the 2 cores are shared, unlike req/s and latency.
+if [ "$IDLE" -gt 0 ]; then
+  # Every process started and ready, no request in flight: what each burns on its own.
+  sleep 2
+  declare -A I0
+  for t in upstream nginx passthrough relay full; do
+    case $t in upstream) g=$UPPID;; nginx) g=$NGXPID;; passthrough) g=$PTPID;; relay) g=$RELAYPID;; full) g=$FULLPID;; esac
+    I0[$t]=$(ticks "$g")
+  done
+  sleep "$IDLE"
+  line="idle       CPU while idle over ${IDLE} s, ms per second:"
+  for t in upstream nginx passthrough relay full; do
+    case $t in upstream) g=$UPPID;; nginx) g=$NGXPID;; passthrough) g=$PTPID;; relay) g=$RELAYPID;; full) g=$FULLPID;; esac
+    line+=" $t $(py "print(f'{($(ticks "$g") - ${I0[$t]}) * 1000 / $HZ / $IDLE:.1f}')")"
+  done
+  echo "$line (one tick is $(py "print(f'{1000 / $HZ / $IDLE:.1f}')") ms/s)"
+  unset I0
+fi
 printf '\n%-10s %-12s %10s %9s %9s %6s %9s %9s\n' workload target req/s p50_ms p99_ms non2xx up_cpu_us gw_cpu_us
 WORKLOADS="search discover"; [ "$RATE" -gt 0 ] && WORKLOADS+=" paced"
 for w in $WORKLOADS; do
