@@ -3,15 +3,15 @@
 //! the MCP and A2A adapters read requests and render answers over the tenant's one contract.
 //!
 //! A call goes `Endpoint::handle` (Origin → the binding's method and media rules → body size) →
-//! `Binding::serve` (the binding's envelope and dispatch) → `Caller::authorize` and
-//! `Contract::execute` (validation both ways, consent, quotas, idempotency) → the backend; the
-//! answer comes back the same way and the binding renders it. Nothing here knows a JSON-RPC method
+//! `Binding::serve` (the binding's envelope and dispatch) → `auth::Caller::authorize` (the skill's
+//! scope) and `Contract::execute` (validation both ways, consent, quotas, idempotency) → the
+//! backend; the answer comes back the same way and the binding renders it. Nothing here knows a JSON-RPC method
 //! name, a media type or a protocol header: those are the adapters' (`mcp::server`, `a2a::server`).
 
 use crate::aap::catalog::ToolCatalog;
 use crate::aap::contract::Contract;
 use crate::aap::skill::Skill;
-use crate::auth::{Authenticator, Principal};
+use crate::auth::{Authenticator, Caller};
 use crate::context::RequestCtx;
 use crate::error::{Failure, RpcError};
 use crate::exchange::{HttpRequest, HttpResponse};
@@ -37,16 +37,6 @@ pub struct Endpoint {
     pub auth: Option<Arc<Authenticator>>,
     pub tenant_bucket: Option<Bucket>,
     pub caller_bucket: Option<Bucket>,
-}
-
-/// A caller identity verified by admission (`anonymous` when none).
-pub struct Caller<'a> {
-    pub scope: &'a str,
-    /// True when results depend on authorization (→ `cacheScope: private`).
-    pub private: bool,
-    /// The tenant's authenticator and the verified principal, for per-skill scope checks.
-    pub auth: Option<&'a Authenticator>,
-    pub principal: Option<&'a Principal>,
 }
 
 /// What a binding adds to the endpoint: its own head rules, the shape of its refusals, and the
@@ -122,36 +112,6 @@ impl Endpoint {
             return binding.refusal(&body_too_large(self.max_body_bytes), req, 0);
         }
         binding.serve(self, req, caller, out).await
-    }
-}
-
-impl Caller<'_> {
-    /// The per-skill scope check every binding runs before the contract: 401/403 with the
-    /// tenant's `WWW-Authenticate` challenge when the token does not allow `skill`.
-    pub fn authorize(&self, skill: Skill) -> Result<(), RpcError> {
-        let Some(auth) = self.auth else {
-            return Ok(());
-        };
-        let Err(denial) = auth.authorize(skill.id(), self.principal) else {
-            return Ok(());
-        };
-        let challenge = auth.challenge(&denial);
-        let mut e = match challenge.status {
-            403 => RpcError::of(
-                Failure::InsufficientScope,
-                "Forbidden: the access token lacks the scope this tool needs",
-            ),
-            _ => RpcError::of(
-                Failure::Unauthorized,
-                "Unauthorized: this tool needs an OAuth access token",
-            ),
-        };
-        e.headers = challenge
-            .headers
-            .into_iter()
-            .filter(|(n, _)| n == "www-authenticate")
-            .collect();
-        Err(e)
     }
 }
 

@@ -20,8 +20,9 @@ use crate::aap::backend::{normalize_numbers, Forward};
 use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::error::{aap_error, aap_error_retryable, field_error, ErrorCode};
 use crate::aap::skill::Skill;
+use crate::auth::Caller;
 use crate::context::RequestCtx;
-use crate::endpoint::{Binding, Caller, Endpoint};
+use crate::endpoint::{Binding, Endpoint};
 use crate::error::{Failure, RpcError};
 use crate::exchange::{HttpRequest, HttpResponse};
 use crate::json::Doc;
@@ -398,7 +399,7 @@ async fn send_message(
             &[],
         ));
     }
-    if let Err(e) = caller.authorize(skill) {
+    if let Err(e) = caller.authorize(skill.id()) {
         out.outcome = e.http_status.to_string();
         return Err(from_gateway_refusal(&e));
     }

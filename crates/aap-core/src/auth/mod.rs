@@ -190,6 +190,47 @@ fn read_jwks(path: &PathBuf) -> Result<(JwkSet, Option<SystemTime>), String> {
     Ok((set, modified))
 }
 
+/// A caller identity verified by admission (`anonymous` when none).
+pub struct Caller<'a> {
+    pub scope: &'a str,
+    /// True when results depend on authorization (→ `cacheScope: private`).
+    pub private: bool,
+    /// The tenant's authenticator and the verified principal, for per-skill scope checks.
+    pub auth: Option<&'a Authenticator>,
+    pub principal: Option<&'a Principal>,
+}
+
+impl Caller<'_> {
+    /// The per-skill scope check every binding runs before the contract: 401/403 with the
+    /// tenant's `WWW-Authenticate` challenge when the token does not allow the skill `skill_id`
+    /// (`Skill::id`).
+    pub fn authorize(&self, skill_id: &str) -> Result<(), RpcError> {
+        let Some(auth) = self.auth else {
+            return Ok(());
+        };
+        let Err(denial) = auth.authorize(skill_id, self.principal) else {
+            return Ok(());
+        };
+        let challenge = auth.challenge(&denial);
+        let mut e = match challenge.status {
+            403 => RpcError::of(
+                Failure::InsufficientScope,
+                "Forbidden: the access token lacks the scope this tool needs",
+            ),
+            _ => RpcError::of(
+                Failure::Unauthorized,
+                "Unauthorized: this tool needs an OAuth access token",
+            ),
+        };
+        e.headers = challenge
+            .headers
+            .into_iter()
+            .filter(|(n, _)| n == "www-authenticate")
+            .collect();
+        Err(e)
+    }
+}
+
 /// `https://host/.well-known/oauth-protected-resource/<path>` for a resource URL.
 pub fn metadata_url(resource: &str) -> Option<String> {
     let (scheme, rest) = resource.split_once("://")?;

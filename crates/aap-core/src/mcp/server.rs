@@ -16,8 +16,9 @@ use crate::aap::arguments::Arguments;
 use crate::aap::backend::{Forward, ProtocolError};
 use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
+use crate::auth::Caller;
 use crate::context::RequestCtx;
-use crate::endpoint::{Binding, Caller, Endpoint};
+use crate::endpoint::{Binding, Endpoint};
 use crate::error::Failure;
 use crate::exchange::{BodyStream, HttpRequest, HttpResponse};
 use crate::json::Doc;
@@ -645,7 +646,7 @@ impl Mcp<'_> {
             .ok_or_else(|| RpcError::of(Failure::ParamsRefused, "Invalid params: unknown tool; call tools/list for the tools this endpoint implements"))?;
         out.skill = Some(skill.id());
         out.tool = Some(skill.tool_name());
-        caller.authorize(skill)?;
+        caller.authorize(skill.id())?;
         let arguments = match ctx.arguments {
             Some(doc) => Arguments::new(doc),
             None => Arguments::empty(),
