@@ -6,10 +6,11 @@
 //! transport-neutral request and response), `peer` (upstream addresses, syntax only), `host`
 //! (host and URL syntax), `trace` (W3C trace context and phase times), `access` (the access-log
 //! line), `metrics` (the Prometheus registry); then `config` (`gateway.toml`), `auth` (OAuth
-//! resource-server checks; keys fetched through a port), `state` (a port), `feed` (inventory
+//! resource-server checks, the verified caller and its scope check; keys fetched through a
+//! port), `state` (a port), `feed` (inventory
 //! feeds); `aap` (skills, schemas, catalog, cursors, the contract every call passes, and the
 //! `backend` port); `context` (the per-request context and its phases); `endpoint` (the
-//! binding-neutral tenant endpoint, the caller and the `Binding` seam); the bindings `mcp`
+//! binding-neutral tenant endpoint and the `Binding` seam); the bindings `mcp`
 //! (JSON-RPC, mirror headers, revisions, media, sessions, the MCP binding) and `a2a` (the inbound
 //! A2A 1.0 binding); and `publish` (the discovery documents, above both bindings).
 //!
