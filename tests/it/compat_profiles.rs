@@ -175,7 +175,7 @@ fn nulls_are_refused_without_a_profile_and_dropped_with_null_as_absent() {
     let (err, sc) = gw.call_sc("aap_inventory_vehicle", args);
     assert!(!err, "{sc}");
     assert_eq!(sc["type"], "inventory.vehicle.response");
-    let logs = gw.logs();
+    let logs = gw.logs_containing("nulls_dropped");
     assert!(
         logs.lines()
             .any(|l| l.contains("nulls_dropped") && l.contains(r#"[\"/vin\", \"/vehicle_id\"]"#)),

@@ -248,6 +248,20 @@ impl Gateway {
         }
     }
 
+    /// The log once it holds a line containing `needle` (at most 10 s; then the log as it is):
+    /// for a line the test knows is coming, which [`Gateway::logs`] may read before the log
+    /// writer thread has run on a busy machine.
+    pub fn logs_containing(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.logs();
+            if text.contains(needle) || Instant::now() >= deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGKILL: no chance to flush anything not already durable.
     fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
