@@ -119,6 +119,18 @@ impl RequestCtx {
         ctx
     }
 
+    /// What the backend port receives of this request (`aap::backend::Forward`): its correlation
+    /// id and trace context, owned so that a streamed call can run in a task of its own; the
+    /// binding adds what its client sent for a forwarding backend (MCP: `Mcp-Param-*` headers and
+    /// the progress token).
+    pub fn forward(&self) -> crate::aap::backend::Forward {
+        crate::aap::backend::Forward {
+            correlation_id: self.correlation_id.clone(),
+            trace: self.trace.clone(),
+            ..Default::default()
+        }
+    }
+
     /// The one place a finished request is counted (`aap_requests_total`
     /// and friends) and written to the access log; `bytes_out` is the answer's body size (for
     /// an event stream, the part known when the answer starts).

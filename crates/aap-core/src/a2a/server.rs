@@ -16,7 +16,7 @@ use super::{
     EXTENSIONS_HEADER, EXTENSION_URI, PROTOCOL_VERSION, VERSION_HEADER,
 };
 use crate::aap::arguments::Arguments;
-use crate::aap::backend::{normalize_numbers, Forward};
+use crate::aap::backend::normalize_numbers;
 use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::error::{aap_error, aap_error_retryable, field_error, ErrorCode};
 use crate::aap::skill::Skill;
@@ -409,13 +409,7 @@ async fn send_message(
     let doc = Doc::parse(&data.to_string())
         .map_err(|_| invalid_params("the data part could not be read (nested too deeply)"))?;
     let arguments = Arguments::new(&doc);
-    let forward = Forward {
-        param_headers: Vec::new(),
-        progress_token: None,
-        events: None,
-        correlation_id: out.correlation_id.clone(),
-        trace: out.trace.clone(),
-    };
+    let forward = out.forward();
     let done = ep
         .contract
         .execute(skill, &arguments, caller.scope, &forward)

@@ -13,7 +13,7 @@ use super::result::{tool_message, ToolResult};
 use super::revision::{self, Revision, VersionContext, LEGACY, META_SERVER_INFO};
 use super::session::SessionStore;
 use crate::aap::arguments::Arguments;
-use crate::aap::backend::{Forward, ProtocolError};
+use crate::aap::backend::ProtocolError;
 use crate::aap::contract::{ToolOutcome, UpstreamFault};
 use crate::aap::skill::Skill;
 use crate::auth::Caller;
@@ -656,23 +656,19 @@ impl Mcp<'_> {
         } else {
             arguments
         };
-        let mut forward = Forward {
-            param_headers: ctx
-                .req
-                .headers
-                .iter()
-                .filter(|(n, _)| n.starts_with("mcp-param-"))
-                .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
-                .collect(),
-            progress_token: params
-                .and_then(|p| p.get("_meta"))
-                .and_then(|m| m.get("progressToken"))
-                .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
-                .cloned(),
-            events: None,
-            correlation_id: out.correlation_id.clone(),
-            trace: out.trace.clone(),
-        };
+        let mut forward = out.forward();
+        forward.param_headers = ctx
+            .req
+            .headers
+            .iter()
+            .filter(|(n, _)| n.starts_with("mcp-param-"))
+            .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+            .collect();
+        forward.progress_token = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned();
         if !(ctx.stream_ok && self.ep.contract.backend.may_notify()) {
             let done = self
                 .ep
