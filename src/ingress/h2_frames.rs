@@ -5,8 +5,9 @@
 //! accepts them) and offers no hook to change it. The guard sits between the socket and `h2`:
 //! it reads the client's frames whole, checks them, hands `h2` the ones it should see, and
 //! writes its own RST_STREAM, WINDOW_UPDATE or GOAWAY frames between the frames `h2` writes.
-//! It mirrors the connection's HPACK decoder state (`loona-hpack`) so that a header block that
-//! does not decode is a COMPRESSION_ERROR, and so that trailers can be read for pseudo-headers.
+//! It mirrors the connection's HPACK decoder state (the `hpack` module: table sizes and which
+//! names are pseudo-headers) so that a header block that does not decode is a
+//! COMPRESSION_ERROR, and so that trailers can be checked for pseudo-headers.
 
 use bytes::{Buf, BufMut, BytesMut};
 use std::collections::VecDeque;
@@ -14,6 +15,8 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+mod hpack;
 
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
@@ -44,8 +47,6 @@ const PREFACE_LEN: usize = 24;
 const ENDED_MEMORY: usize = 256;
 /// A header block larger than this (encoded) is left to `h2`, which refuses it.
 const MAX_BLOCK: usize = 256 << 10;
-/// `SETTINGS_HEADER_TABLE_SIZE` as `h2` advertises it (its default, not changed here).
-const HEADER_TABLE_SIZE: usize = 4096;
 /// Lingering close: how long, after `h2` shut the connection down (its GOAWAY sent, then
 /// FIN), what the client still sends is read and dropped. Closing with unread bytes makes the
 /// kernel answer them with a reset, which can destroy the GOAWAY before the client reads it
@@ -64,7 +65,7 @@ pub(super) struct FrameGuard<T> {
     /// Frames for the client, written between two of `h2`'s frames.
     inject: BytesMut,
     written: OutFrames,
-    hpack: loona_hpack::Decoder<'static>,
+    hpack: hpack::Decoder,
     /// A header block split over CONTINUATION frames: its frames (held from `h2` until the
     /// block is decoded), its encoded fragments, its stream, whether it is a trailer block.
     block: Option<Block>,
@@ -98,8 +99,6 @@ struct Block {
 impl<T> FrameGuard<T> {
     /// `max_frame`: the SETTINGS_MAX_FRAME_SIZE `h2` advertises.
     pub(super) fn new(io: T, max_frame: usize) -> FrameGuard<T> {
-        let mut hpack = loona_hpack::Decoder::new();
-        hpack.set_max_allowed_table_size(HEADER_TABLE_SIZE);
         FrameGuard {
             io,
             unread: BytesMut::new(),
@@ -107,7 +106,7 @@ impl<T> FrameGuard<T> {
             preface_left: PREFACE_LEN,
             inject: BytesMut::new(),
             written: OutFrames::default(),
-            hpack,
+            hpack: hpack::Decoder::new(),
             block: None,
             ended: VecDeque::new(),
             reset: VecDeque::new(),
@@ -250,15 +249,11 @@ impl<T> FrameGuard<T> {
 
     /// A whole header block: decoded in step with `h2`'s decoder, then handed to `h2`.
     fn decode(&mut self, block: Block) {
-        let mut pseudo = false;
-        let decoded = self.hpack.decode_with_cb(&block.fragments, |name, _| {
-            pseudo |= name.first() == Some(&b':');
-        });
-        if decoded.is_err() {
+        let Ok(pseudo) = self.hpack.decode(&block.fragments) else {
             // RFC 9113 §4.3: a header block that cannot be decompressed is a connection
             // error of type COMPRESSION_ERROR.
             return self.fail(COMPRESSION_ERROR);
-        }
+        };
         self.ready.extend_from_slice(&block.frames);
         if block.end_stream && block.stream != 0 {
             remember(&mut self.ended, block.stream);
