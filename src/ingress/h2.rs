@@ -397,7 +397,21 @@ fn head_bytes(req: &http::Request<RecvStream>) -> usize {
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 32)
         .sum();
-    fields + req.uri().to_string().len()
+    fields + uri_len(req.uri())
+}
+
+/// The length of `uri` written out (`Uri`'s `Display`), without writing it.
+fn uri_len(uri: &http::Uri) -> usize {
+    struct Count(usize);
+    impl std::fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = std::fmt::write(&mut n, format_args!("{uri}"));
+    n.0
 }
 
 /// One stream: its work ([`handle_stream`]) raced against the client's RST_STREAM, so a
@@ -742,14 +756,14 @@ async fn write_response(
         http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = head.headers_mut();
     for (n, v) in &resp.headers {
-        let lower = n.to_ascii_lowercase();
-        if CONNECTION_SPECIFIC.contains(&lower.as_str()) || lower == "content-length" {
+        // `from_bytes` lowercases (without an allocation for the standard names).
+        let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else {
+            continue;
+        };
+        if CONNECTION_SPECIFIC.contains(&name.as_str()) || name == http::header::CONTENT_LENGTH {
             continue;
         }
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(lower.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
+        if let Ok(value) = HeaderValue::from_str(v) {
             h.append(name, value);
         }
     }
@@ -807,6 +821,20 @@ async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uri_len_is_the_written_length() {
+        for u in [
+            "/",
+            "/aap/3.0.0/demo/mcp?x=1&y=%20",
+            "http://example.com:8080/a/b?c",
+            "https://[::1]/",
+            "*",
+        ] {
+            let uri: http::Uri = u.parse().expect("uri");
+            assert_eq!(uri_len(&uri), uri.to_string().len(), "{u}");
+        }
+    }
 
     #[tokio::test]
     async fn rewind_replays_the_prefix_first() {

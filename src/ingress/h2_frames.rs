@@ -5,8 +5,9 @@
 //! accepts them) and offers no hook to change it. The guard sits between the socket and `h2`:
 //! it reads the client's frames whole, checks them, hands `h2` the ones it should see, and
 //! writes its own RST_STREAM, WINDOW_UPDATE or GOAWAY frames between the frames `h2` writes.
-//! It mirrors the connection's HPACK decoder state (`loona-hpack`) so that a header block that
-//! does not decode is a COMPRESSION_ERROR, and so that trailers can be read for pseudo-headers.
+//! It mirrors the connection's HPACK decoder state (the `hpack` module: table sizes and which
+//! names are pseudo-headers) so that a header block that does not decode is a
+//! COMPRESSION_ERROR, and so that trailers can be checked for pseudo-headers.
 
 use bytes::{Buf, BufMut, BytesMut};
 use std::collections::VecDeque;
@@ -14,6 +15,8 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+mod hpack;
 
 const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
@@ -44,8 +47,6 @@ const PREFACE_LEN: usize = 24;
 const ENDED_MEMORY: usize = 256;
 /// A header block larger than this (encoded) is left to `h2`, which refuses it.
 const MAX_BLOCK: usize = 256 << 10;
-/// `SETTINGS_HEADER_TABLE_SIZE` as `h2` advertises it (its default, not changed here).
-const HEADER_TABLE_SIZE: usize = 4096;
 /// Lingering close: how long, after `h2` shut the connection down (its GOAWAY sent, then
 /// FIN), what the client still sends is read and dropped. Closing with unread bytes makes the
 /// kernel answer them with a reset, which can destroy the GOAWAY before the client reads it
@@ -58,13 +59,16 @@ pub(super) struct FrameGuard<T> {
     io: T,
     /// Client bytes read, not yet checked (at most one frame and the next one's start).
     unread: BytesMut,
-    /// Checked client bytes for `h2`.
+    /// Checked client bytes for `h2`. Frames passed on unchanged are split off `unread` and
+    /// joined back here without a copy (`BytesMut::unsplit` of adjacent parts of one buffer).
     ready: BytesMut,
+    /// What a read from the socket lands in, kept for the connection (not zeroed per read).
+    scratch: Box<[u8]>,
     preface_left: usize,
     /// Frames for the client, written between two of `h2`'s frames.
     inject: BytesMut,
     written: OutFrames,
-    hpack: loona_hpack::Decoder<'static>,
+    hpack: hpack::Decoder,
     /// A header block split over CONTINUATION frames: its frames (held from `h2` until the
     /// block is decoded), its encoded fragments, its stream, whether it is a trailer block.
     block: Option<Block>,
@@ -90,24 +94,31 @@ pub(super) struct FrameGuard<T> {
 struct Block {
     frames: BytesMut,
     fragments: Vec<u8>,
+    head: Head,
+}
+
+/// What the guard needs of a HEADERS frame once its block is decoded.
+struct Head {
     stream: u32,
     trailers: bool,
     end_stream: bool,
 }
 
+/// The socket is read in parts of this size.
+const READ_SIZE: usize = 8192;
+
 impl<T> FrameGuard<T> {
     /// `max_frame`: the SETTINGS_MAX_FRAME_SIZE `h2` advertises.
     pub(super) fn new(io: T, max_frame: usize) -> FrameGuard<T> {
-        let mut hpack = loona_hpack::Decoder::new();
-        hpack.set_max_allowed_table_size(HEADER_TABLE_SIZE);
         FrameGuard {
             io,
             unread: BytesMut::new(),
             ready: BytesMut::new(),
+            scratch: vec![0; READ_SIZE].into_boxed_slice(),
             preface_left: PREFACE_LEN,
             inject: BytesMut::new(),
             written: OutFrames::default(),
-            hpack,
+            hpack: hpack::Decoder::new(),
             block: None,
             ended: VecDeque::new(),
             reset: VecDeque::new(),
@@ -128,7 +139,7 @@ impl<T> FrameGuard<T> {
         }
         if self.preface_left > 0 && !self.unread.is_empty() {
             let n = self.preface_left.min(self.unread.len());
-            self.ready.extend_from_slice(&self.unread.split_to(n));
+            self.ready.unsplit(self.unread.split_to(n));
             self.preface_left -= n;
             return true;
         }
@@ -137,7 +148,7 @@ impl<T> FrameGuard<T> {
                 return false;
             }
             let all = self.unread.split();
-            self.ready.extend_from_slice(&all);
+            self.ready.unsplit(all);
             return true;
         }
         if self.unread.len() < 9 {
@@ -184,11 +195,11 @@ impl<T> FrameGuard<T> {
                 if flags & END_STREAM != 0 {
                     remember(&mut self.ended, stream);
                 }
-                self.ready.extend_from_slice(&frame);
+                self.ready.unsplit(frame);
             }
             HEADERS => self.headers(frame, flags, stream),
             CONTINUATION => self.continuation(frame, flags),
-            _ => self.ready.extend_from_slice(&frame),
+            _ => self.ready.unsplit(frame),
         }
         true
     }
@@ -212,21 +223,25 @@ impl<T> FrameGuard<T> {
         if pad > payload.len() {
             return self.give_up(frame);
         }
-        let fragment = payload[..payload.len() - pad].to_vec();
-        let block = Block {
+        let fragment = &payload[..payload.len() - pad];
+        let head = Head {
             stream,
             trailers: stream != 0 && stream <= self.max_stream,
             end_stream: flags & END_STREAM != 0,
-            fragments: fragment,
-            frames: frame,
         };
-        if !block.trailers {
+        if !head.trailers {
             self.max_stream = self.max_stream.max(stream);
         }
         if flags & END_HEADERS != 0 {
-            self.decode(block);
+            // The whole block in one frame (the usual case): decoded where it lies.
+            let decoded = self.hpack.decode(fragment);
+            self.decoded(decoded, frame, head);
         } else {
-            self.block = Some(block);
+            self.block = Some(Block {
+                fragments: fragment.to_vec(),
+                frames: frame,
+                head,
+            });
         }
     }
 
@@ -242,38 +257,35 @@ impl<T> FrameGuard<T> {
             return self.give_up(frames);
         }
         if flags & END_HEADERS != 0 {
-            self.decode(block);
+            let decoded = self.hpack.decode(&block.fragments);
+            self.decoded(decoded, block.frames, block.head);
         } else {
             self.block = Some(block);
         }
     }
 
-    /// A whole header block: decoded in step with `h2`'s decoder, then handed to `h2`.
-    fn decode(&mut self, block: Block) {
-        let mut pseudo = false;
-        let decoded = self.hpack.decode_with_cb(&block.fragments, |name, _| {
-            pseudo |= name.first() == Some(&b':');
-        });
-        if decoded.is_err() {
+    /// A whole header block, decoded in step with `h2`'s decoder: its frames handed to `h2`.
+    fn decoded(&mut self, decoded: Result<bool, hpack::Invalid>, frames: BytesMut, head: Head) {
+        let Ok(pseudo) = decoded else {
             // RFC 9113 §4.3: a header block that cannot be decompressed is a connection
             // error of type COMPRESSION_ERROR.
             return self.fail(COMPRESSION_ERROR);
+        };
+        self.ready.unsplit(frames);
+        if head.end_stream && head.stream != 0 {
+            remember(&mut self.ended, head.stream);
         }
-        self.ready.extend_from_slice(&block.frames);
-        if block.end_stream && block.stream != 0 {
-            remember(&mut self.ended, block.stream);
-        }
-        if block.trailers && pseudo {
+        if head.trailers && pseudo {
             // §8.1: pseudo-header fields in a trailer section make the request malformed, a
             // stream error of type PROTOCOL_ERROR (§8.1.1).
-            self.queue(RST_STREAM, block.stream, &PROTOCOL_ERROR.to_be_bytes());
-            self.feed_reset(block.stream);
+            self.queue(RST_STREAM, head.stream, &PROTOCOL_ERROR.to_be_bytes());
+            self.feed_reset(head.stream);
         }
     }
 
     /// Hand `h2` what the guard does not follow, and everything after it.
     fn give_up(&mut self, frame: BytesMut) {
-        self.ready.extend_from_slice(&frame);
+        self.ready.unsplit(frame);
         self.passthrough = true;
     }
 
@@ -372,7 +384,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for FrameGuard<T> {
             }
             if !me.ready.is_empty() {
                 let n = me.ready.len().min(buf.remaining());
-                buf.put_slice(&me.ready.split_to(n));
+                buf.put_slice(&me.ready[..n]);
+                me.ready.advance(n);
                 return Poll::Ready(Ok(()));
             }
             if me.closing {
@@ -387,7 +400,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for FrameGuard<T> {
                 if !me.unread.is_empty() {
                     // A truncated frame: `h2` sees it as it came.
                     let rest = me.unread.split();
-                    me.ready.extend_from_slice(&rest);
+                    me.ready.unsplit(rest);
                     continue;
                 }
                 return Poll::Ready(Ok(()));
@@ -395,8 +408,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for FrameGuard<T> {
             if me.check() {
                 continue;
             }
-            let mut chunk = [0u8; 8192];
-            let mut rb = ReadBuf::new(&mut chunk);
+            let mut rb = ReadBuf::new(&mut me.scratch);
             std::task::ready!(Pin::new(&mut me.io).poll_read(cx, &mut rb))?;
             if rb.filled().is_empty() {
                 me.eof = true;
@@ -474,8 +486,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for FrameGuard<T> {
             return Poll::Ready(Ok(()));
         }
         loop {
-            let mut chunk = [0u8; 8192];
-            let mut rb = ReadBuf::new(&mut chunk);
+            let mut rb = ReadBuf::new(&mut me.scratch);
             match Pin::new(&mut me.io).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) if !rb.filled().is_empty() => continue,
                 Poll::Ready(_) => {
@@ -623,6 +634,58 @@ mod tests {
         while g.check() {}
         assert_eq!(g.ready.len(), 10 + 10);
         assert!(g.inject.is_empty());
+    }
+
+    /// Valid frames arriving in arbitrary pieces reach `h2` byte for byte, in order, whatever
+    /// the sizes of `h2`'s reads.
+    #[tokio::test]
+    async fn valid_frames_pass_unchanged_across_split_reads() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut input = BytesMut::from(&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..]);
+        put_frame(&mut input, SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]);
+        for stream in (1..60u32).step_by(2) {
+            // `:method: POST`, `:path: /`, a literal `x-a: b` added to the table, then it
+            // again by index (62).
+            let block: &[u8] = if stream == 1 {
+                &[0x83, 0x84, 0x40, 0x03, b'x', b'-', b'a', 0x01, b'b']
+            } else {
+                &[0x83, 0x84, 0xbe]
+            };
+            put_frame(&mut input, HEADERS, END_HEADERS, stream, block);
+            put_frame(
+                &mut input,
+                DATA,
+                0,
+                stream,
+                &vec![stream as u8; stream as usize * 37],
+            );
+            put_frame(&mut input, DATA, END_STREAM, stream, b"}");
+            put_frame(&mut input, PING, 0, 0, &[7; 8]);
+        }
+        let (a, mut b) = tokio::io::duplex(1 << 20);
+        let mut g = FrameGuard::new(a, 16_384);
+        let sent = input.clone();
+        let writer = tokio::spawn(async move {
+            let mut rest = &sent[..];
+            let mut n = 1;
+            while !rest.is_empty() {
+                let k = n.min(rest.len());
+                b.write_all(&rest[..k]).await.expect("write");
+                rest = &rest[k..];
+                n = n * 7 % 997 + 1;
+            }
+            b
+        });
+        let mut out = Vec::new();
+        let mut buf = [0u8; 61];
+        while out.len() < input.len() {
+            let n = g.read(&mut buf).await.expect("read");
+            assert!(n > 0);
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, &input[..]);
+        assert!(g.inject.is_empty() && !g.closing && !g.passthrough);
+        drop(writer.await);
     }
 
     /// Arbitrary frames (random kinds, flags, lengths and payloads, HPACK bytes included)
