@@ -486,6 +486,8 @@ impl Client {
 
     /// The client span of an attempt on peer `i`, when `req` is traced.
     fn client_span(&self, i: usize, req: &Request<'_>) -> Option<ClientSpan> {
+        // Untraced (tracing off): no span, and nothing to look up for one.
+        req.trace?;
         let spec = self.peer(i)?;
         let mcp_method = req
             .headers
@@ -511,9 +513,10 @@ impl Client {
         span: Option<&ClientSpan>,
     ) -> Result<Reply, Failure> {
         let started = tokio::time::Instant::now();
-        let mut session = self
-            .connect_and_write(i, req, Some(self.cfg.request_timeout), span)
-            .await?;
+        // No timeout per read: the whole answer is bounded by `deadline`
+        // (from `started`, before any read), which always ends first, and
+        // each per-read timeout was one more timer entry per request.
+        let mut session = self.connect_and_write(i, req, None, span).await?;
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
