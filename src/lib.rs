@@ -21,6 +21,7 @@ pub mod file_stamp;
 pub mod gateway;
 pub mod ingress;
 pub mod leads;
+pub mod log_sink;
 pub mod memory;
 pub mod outbound;
 pub mod passthrough;

@@ -1,8 +1,10 @@
 //! The pooled HTTP client the forwarding backends share, on Pingora's upstream machinery.
 //! Owns the client, its config, request/reply types and delivery semantics (send, retry).
 //!
-//! - `pingora::connectors::TransportConnector` pools keep-alive connections
-//!   per peer; `HttpPeer` options carry the connect and read timeouts.
+//! - `pingora::connectors::TransportConnector` opens connections (TCP, TLS)
+//!   with the connect timeout from `HttpPeer` options; idle keep-alive
+//!   connections are kept per peer by the client's own [`pool`] (Pingora's
+//!   pool spent a task and two wake-ups per request).
 //!   The request head and body leave in one write (one TCP segment for a
 //!   typical call, where Pingora's session API would flush them apart);
 //!   Pingora's HTTP/1 session then reads the answer ([`wire`]).
@@ -32,6 +34,7 @@
 mod addresses;
 mod health;
 mod jwks;
+mod pool;
 mod stream;
 mod wire;
 
@@ -49,16 +52,13 @@ use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use pingora::protocols::http::client::HttpSession;
 use pingora::protocols::http::v1::client::HttpSession as Http1Session;
-use pingora::upstreams::peer::{HttpPeer, Peer};
+use pingora::upstreams::peer::HttpPeer;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use wire::{read_reply, request_bytes};
-
-/// `group_key` of write peers: their connections never share the read pool.
-const WRITE_GROUP: u64 = 0x6c65_6164;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -171,6 +171,8 @@ impl Failure {
 pub struct Client {
     cfg: ClientConfig,
     connector: TransportConnector,
+    /// Idle keep-alive connections of reads ([`pool`]).
+    pool: Arc<pool::Pool>,
     table: ArcSwap<PeerTable>,
     failed: Mutex<HashMap<SocketAddr, Instant>>,
     /// `true` once the first name resolution is over (or none is needed).
@@ -211,9 +213,9 @@ impl Client {
         };
         let (resolved, _) = tokio::sync::watch::channel(!cfg.awaits_resolution);
         let client = Client {
-            connector: TransportConnector::new(Some(pingora::connectors::ConnectorOptions::new(
-                cfg.pool_size,
-            ))),
+            // Connections are pooled by [`pool`], not by the connector.
+            connector: TransportConnector::new(Some(pingora::connectors::ConnectorOptions::new(0))),
+            pool: pool::Pool::new(cfg.pool_size, cfg.idle_timeout, cfg.background.as_ref()),
             table: ArcSwap::from_pointee(empty),
             failed: Mutex::new(HashMap::new()),
             resolved,
@@ -379,7 +381,7 @@ impl Client {
         req: &Request<'_>,
         read_timeout: Option<Duration>,
         span: Option<&ClientSpan>,
-    ) -> Result<(HttpSession, HttpPeer), Failure> {
+    ) -> Result<HttpSession, Failure> {
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
@@ -400,9 +402,6 @@ impl Client {
         peer.options.read_timeout = read_timeout;
         peer.options.write_timeout = Some(self.cfg.request_timeout);
         peer.options.idle_timeout = Some(self.cfg.idle_timeout);
-        if !req.retryable {
-            peer.group_key = WRITE_GROUP;
-        }
         // A request that cannot be sent fails before it takes a connection.
         let mut trace_headers = Vec::new();
         if let Some(s) = span {
@@ -413,11 +412,18 @@ impl Client {
         }
         let wire = request_bytes(req, &spec.authority(), &trace_headers)
             .map_err(|why| Failure::NotDelivered(format!("request to {}: {why}", spec.addr)))?;
-        let connect = tokio::time::timeout(
-            self.cfg.connect_timeout + Duration::from_millis(50),
-            self.connector.get_stream(&peer),
-        )
-        .await;
+        // An idle connection to the peer, of a read for a read, of a write
+        // for a write (none is kept after a write's answer).
+        let pooled = self.pool.take((i, !req.retryable));
+        let connect = match pooled {
+            Some(s) => Ok(Ok((s, true))),
+            None => tokio::time::timeout(
+                self.cfg.connect_timeout + Duration::from_millis(50),
+                self.connector.new_stream(&peer),
+            )
+            .await
+            .map(|r| r.map(|s| (s, false))),
+        };
         let mut stream = match connect {
             Ok(Ok((s, reused))) => {
                 self.stats.connected(reused);
@@ -446,7 +452,7 @@ impl Client {
         .await;
         let mut session = HttpSession::H1(Http1Session::new_with_options(stream, &peer));
         match written {
-            Ok(Ok(())) => Ok((session, peer)),
+            Ok(Ok(())) => Ok(session),
             Ok(Err(why)) => {
                 session.shutdown().await;
                 Err(Failure::NotDelivered(format!(
@@ -482,6 +488,8 @@ impl Client {
 
     /// The client span of an attempt on peer `i`, when `req` is traced.
     fn client_span(&self, i: usize, req: &Request<'_>) -> Option<ClientSpan> {
+        // Untraced (tracing off): no span, and nothing to look up for one.
+        req.trace?;
         let spec = self.peer(i)?;
         let mcp_method = req
             .headers
@@ -507,9 +515,10 @@ impl Client {
         span: Option<&ClientSpan>,
     ) -> Result<Reply, Failure> {
         let started = tokio::time::Instant::now();
-        let (mut session, peer) = self
-            .connect_and_write(i, req, Some(self.cfg.request_timeout), span)
-            .await?;
+        // No timeout per read: the whole answer is bounded by `deadline`
+        // (from `started`, before any read), which always ends first, and
+        // each per-read timeout was one more timer entry per request.
+        let mut session = self.connect_and_write(i, req, None, span).await?;
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
@@ -520,7 +529,7 @@ impl Client {
             Ok(Ok((reply, done))) => {
                 self.mark_ok(&spec.addr);
                 if done && req.retryable {
-                    self.release(session, &peer).await;
+                    self.release(session, (i, !req.retryable)).await;
                 } else {
                     session.shutdown().await;
                 }
@@ -542,12 +551,11 @@ impl Client {
 
     /// Return a connection whose answer was read to its end to the pool
     /// (when the peer keeps it alive).
-    async fn release(&self, session: HttpSession, peer: &HttpPeer) {
+    async fn release(&self, session: HttpSession, peer: pool::Key) {
         if let HttpSession::H1(mut h1) = session {
             h1.respect_keepalive();
             if let Some(stream) = h1.reuse().await {
-                self.connector
-                    .release_stream(stream, peer.reuse_hash(), peer.options.idle_timeout);
+                self.pool.put(peer, stream);
             }
         }
     }

@@ -72,7 +72,7 @@ impl Client {
         span: Option<&crate::telemetry::ClientSpan>,
     ) -> Result<Streamed, Failure> {
         let started = tokio::time::Instant::now();
-        let (mut session, peer) = self.connect_and_write(i, req, stream_idle, span).await?;
+        let mut session = self.connect_and_write(i, req, stream_idle, span).await?;
         let addr = self
             .peer(i)
             .map(|p| p.addr)
@@ -114,7 +114,7 @@ impl Client {
             .await;
             return match read {
                 Ok(Ok(_)) => {
-                    self.release(session, &peer).await;
+                    self.release(session, (i, !req.retryable)).await;
                     Ok(Streamed {
                         peer: i,
                         status: reply.status,
