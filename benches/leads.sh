@@ -68,24 +68,16 @@ case " $LEGS " in *" file "*) BASE_BIN=$(baseline) ;; esac
 WORK=$(mktemp -d)
 PGDIR=""
 PIDS=()
-stop_all() { # SIGINT: stop at once; anything alive after 5 s is killed
-  for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    alive=0; for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break; sleep 0.1
-  done
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  PIDS=()
-}
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
 stop_pg() {
   if [ -n "$PGDIR" ]; then
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PGDIR/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$PGDIR"; PGDIR=""
   fi
 }
-cleanup() { stop_all; stop_pg; rm -rf "$WORK"; }
+cleanup() { stop_pids; stop_pg; rm -rf "$WORK"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_ready() { # admin port, log
   for _ in $(seq 200); do curl -sf "127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "gateway on admin port $1 never got ready:" >&2; tail -5 "$2" >&2; exit 1
@@ -251,7 +243,7 @@ leg() { # name -> one table row per load
   for p in $PORTS; do wrk -t1 -c1 -d1s -s "$WORK/warm.lua" "http://127.0.0.1:$p$P" >/dev/null 2>&1; done
   run_load "saturated, $CONN conns" $((CONN / INST)) 0
   if [ "$RATE" -gt 0 ]; then run_load "paced, $RATE/s per instance" 32 "$RATE"; fi
-  stop_all
+  stop_pids
   stop_pg
 }
 

@@ -61,21 +61,10 @@ if [ -z "${BIN:-}" ]; then
 fi
 WORK=$(mktemp -d)
 PIDS=()
-# SIGINT stops a gateway at once (SIGTERM would drain for seconds, and a run started meanwhile on the same
-# ports would share them with the draining process through SO_REUSEPORT), and nginx's master with its workers
-# (fast shutdown); anything still alive after 5 s is killed.
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    alive=0; for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break; sleep 0.1
-  done
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 UP=$(port); UPA=$(port); PT=$(port); FULL=$(port); FULLA=$(port); RELAY=$(port); NGX=$(port); NGX2=$(port)
 P=/aap/3.0.0/demo-toyota/mcp
 # Generous quotas and no per-request limits: this measures the data path.

@@ -29,15 +29,10 @@ if [ -z "${BIN:-}" ]; then
 fi
 WORK=$(mktemp -d)
 PIDS=()
-cleanup() { # SIGINT: a gateway stops at once
-  for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 UP=$(port); FULL=$(port)
 P=/aap/3.0.0/demo-toyota/mcp
 # The configuration of load.sh's upstream and full legs: no lead quota, the tenant's backend swapped for an MCP
