@@ -326,6 +326,18 @@ impl<T> FrameGuard<T> {
 }
 
 impl<T: AsyncWrite + Unpin> FrameGuard<T> {
+    /// Before `h2` writes: the guard's own frames go out first when `h2`'s output is at a frame
+    /// boundary, and nothing more is written once the connection is sealed.
+    fn poll_before_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.written.at_boundary() {
+            std::task::ready!(self.poll_inject(cx))?;
+        }
+        if self.sealed {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        Poll::Ready(Ok(()))
+    }
+
     /// Write the queued frames if `h2` is between two frames; `Ready` once none is left.
     fn poll_inject(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.sealed || self.inject.is_empty() {
@@ -426,12 +438,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for FrameGuard<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
-        if me.written.at_boundary() {
-            std::task::ready!(me.poll_inject(cx))?;
-        }
-        if me.sealed {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
+        std::task::ready!(me.poll_before_write(cx))?;
         let n = std::task::ready!(Pin::new(&mut me.io).poll_write(cx, buf))?;
         me.written.observe(&buf[..n]);
         Poll::Ready(Ok(n))
@@ -443,12 +450,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for FrameGuard<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
-        if me.written.at_boundary() {
-            std::task::ready!(me.poll_inject(cx))?;
-        }
-        if me.sealed {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
+        std::task::ready!(me.poll_before_write(cx))?;
         let n = std::task::ready!(Pin::new(&mut me.io).poll_write_vectored(cx, bufs))?;
         let mut left = n;
         for b in bufs {
