@@ -344,13 +344,7 @@ fn connections_that_never_read_stay_within_the_memory_budget() {
                 else {
                     break;
                 };
-                let req = http::Request::builder()
-                    .method("POST")
-                    .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .body(())
-                    .unwrap();
+                let req = h2_mcp_post(&format!("127.0.0.1:{port}")).body(()).unwrap();
                 let (resp, mut tx) = s.send_request(req, false).unwrap();
                 let _ = tx.send_data(Bytes::from(body.clone()), true);
                 pending.push((resp, tx));

@@ -229,11 +229,7 @@ async fn post(
     body: Vec<u8>,
 ) -> Result<H2Resp, h2::Error> {
     let mut send = send.clone().ready().await?;
-    let mut req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
+    let mut req = h2_mcp_post(&format!("127.0.0.1:{port}"));
     for (n, v) in headers {
         req = req.header(*n, *v);
     }
@@ -480,13 +476,7 @@ async fn held_search(
     );
     call["params"]["_meta"]["progressToken"] = json!(progress_token);
     let mut send = send.ready().await.unwrap();
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://127.0.0.1:{port}{ENDPOINT}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(())
-        .unwrap();
+    let req = h2_mcp_post(&format!("127.0.0.1:{port}")).body(()).unwrap();
     let (resp, mut tx) = send.send_request(req, false).unwrap();
     tx.send_data(Bytes::from(call.to_string()), true).unwrap();
     let resp = tokio::time::timeout(Duration::from_secs(15), resp)
@@ -738,11 +728,7 @@ fn an_authority_and_a_different_host_header_are_refused() {
             let send = send.clone();
             async move {
                 let mut send = send.ready().await.unwrap();
-                let mut req = http::Request::builder()
-                    .method("POST")
-                    .uri(format!("http://{authority}{ENDPOINT}"))
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
+                let mut req = h2_mcp_post(&authority)
                     .header("mcp-protocol-version", MODERN)
                     .header("mcp-method", "tools/list");
                 if let Some(h) = host {

@@ -15,6 +15,16 @@ pub const ENDPOINT: &str = "/aap/3.0.0/demo-toyota/mcp";
 pub const MODERN: &str = "2026-07-28";
 pub const LEGACY: &str = "2025-11-25";
 
+/// The head of an MCP POST to [`ENDPOINT`] at `authority` (`host:port`) for an HTTP/2 client:
+/// a JSON body, a JSON or SSE answer.
+pub fn h2_mcp_post(authority: &str) -> http::request::Builder {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{authority}{ENDPOINT}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+}
+
 /// Requests to [`ENDPOINT`] on a started gateway.
 impl Gateway {
     pub fn post(&self, headers: &[(&str, &str)], body: &str) -> Resp {
