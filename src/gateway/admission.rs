@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticator;
 use crate::context::RequestCtx;
-use crate::exchange::{HttpRequest, HttpResponse};
+use crate::exchange::HttpRequest;
 use crate::mcp::jsonrpc::RpcError;
 use crate::state::Take;
 use crate::state::{Bucket, SharedState};
@@ -19,15 +19,6 @@ pub(super) fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
     .with_data(json!({"retry_after_ms": retry_after_ms}));
     e.headers.push(("retry-after".into(), secs.to_string()));
     e
-}
-
-/// A refusal decided before the body is interpreted, carrying the request's
-/// id when the body (already read) is a valid JSON-RPC request envelope.
-pub(super) fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpResponse {
-    let id = crate::mcp::jsonrpc::request_id(&req.body, max_json_depth);
-    let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
-    resp.headers.extend(e.headers.iter().cloned());
-    resp
 }
 
 /// Take a token; `Some(response)` when throttled. Fails open (with a log

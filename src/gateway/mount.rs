@@ -1,7 +1,7 @@
 //! The one serve pipeline for every binding a tenant path mounts (its MCP endpoint, its A2A
 //! binding, a relay): CORS preflight, admission recorded as a phase, the binding, CORS headers.
 
-use super::admission::{admit, refused, Admission, Admitted};
+use super::admission::{admit, Admission, Admitted};
 use super::cors::{self, Cors};
 use super::generation::ConfigGeneration;
 use super::tenant::RelayTenant;
@@ -116,7 +116,7 @@ impl<'a> Mount<'a> {
         match self {
             Mount::A2a(_) => A2a.refusal(e, req, 0),
             Mount::Mcp(_, mcp) => mcp.refusal(e, req, 0),
-            Mount::Relay(..) => refused(e, req, 0),
+            Mount::Relay(..) => crate::mcp::server::refusal(e, req, 0),
         }
     }
 
@@ -125,7 +125,9 @@ impl<'a> Mount<'a> {
         match self {
             Mount::Mcp(ep, mcp) => mcp.refusal(e, req, ep.max_json_depth),
             Mount::A2a(ep) => A2a.refusal(e, req, ep.max_json_depth),
-            Mount::Relay(_, rt) => refused(e, req, rt.config.limits.max_json_depth),
+            Mount::Relay(_, rt) => {
+                crate::mcp::server::refusal(e, req, rt.config.limits.max_json_depth)
+            }
         }
     }
 

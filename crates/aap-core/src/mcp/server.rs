@@ -153,12 +153,7 @@ impl Binding for McpBinding {
 
     /// Plain JSON with the error's own headers (`Allow`, `WWW-Authenticate`, `Retry-After`).
     fn refusal(&self, e: &RpcError, req: &HttpRequest, id_depth: usize) -> HttpResponse {
-        let id = (id_depth > 0)
-            .then(|| jsonrpc::request_id(&req.body, id_depth))
-            .flatten();
-        let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
-        resp.headers.extend(e.headers.iter().cloned());
-        resp
+        refusal(e, req, id_depth)
     }
 
     async fn serve(
@@ -767,6 +762,19 @@ impl Mcp<'_> {
         }
         .event(answer)
     }
+}
+
+/// A refusal decided before the body was interpreted, as an MCP client gets it (the MCP binding's and
+/// a relay tenant's): plain JSON with the error's own headers (`Allow`, `WWW-Authenticate`,
+/// `Retry-After`), carrying the body's id when `id_depth` is not 0 and the body is a valid request
+/// envelope within that nesting depth.
+pub fn refusal(e: &RpcError, req: &HttpRequest, id_depth: usize) -> HttpResponse {
+    let id = (id_depth > 0)
+        .then(|| jsonrpc::request_id(&req.body, id_depth))
+        .flatten();
+    let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
+    resp.headers.extend(e.headers.iter().cloned());
+    resp
 }
 
 /// What the end of a streamed call needs to frame its response.
