@@ -55,53 +55,53 @@ const BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)
-        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    r.register(Box::new(c.clone()))
+/// `metric`, registered in `r`. Definitions are static, so a failure here is a bug the tests
+/// catch, never a run-time condition.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    r: &Registry,
+    name: &str,
+    metric: prometheus::Result<M>,
+) -> M {
+    let m = metric.unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    r.register(Box::new(m.clone()))
         .unwrap_or_else(|e| panic!("register {name}: {e}"));
-    c
+    m
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    registered(r, name, IntCounterVec::new(Opts::new(name, help), labels))
 }
 
 fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
-    let h = HistogramVec::new(
-        HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
-        labels,
-    )
-    .unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    r.register(Box::new(h.clone()))
-        .unwrap_or_else(|e| panic!("register {name}: {e}"));
-    h
+    let opts = HistogramOpts::new(name, help).buckets(BUCKETS.to_vec());
+    registered(r, name, HistogramVec::new(opts, labels))
 }
 
 /// The process-wide metrics (definitions are static, so construction
 /// cannot fail at run time once it has succeeded in tests).
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let r = Registry::new();
-    let config_generation = IntGauge::new(
-        "aap_config_generation",
-        "Generation of the configuration being served",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    r.register(Box::new(config_generation.clone()))
-        .unwrap_or_else(|e| panic!("register: {e}"));
-    let upstream_up = IntGaugeVec::new(
-        Opts::new(
-            "aap_upstream_up",
-            "Upstream peer health: 1 reachable, 0 failing (health check or a refused connection)",
-        ),
+    let name = "aap_config_generation";
+    let config_generation = registered(
+        &r,
+        name,
+        IntGauge::new(name, "Generation of the configuration being served"),
+    );
+    let upstream_up = gauge(
+        &r,
+        "aap_upstream_up",
+        "Upstream peer health: 1 reachable, 0 failing (health check or a refused connection)",
         &["peer"],
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    r.register(Box::new(upstream_up.clone()))
-        .unwrap_or_else(|e| panic!("register: {e}"));
-    let log_lines_dropped = IntCounter::new(
-        "aap_log_lines_dropped_total",
-        "Log lines (access lines included) dropped because stderr was slower than the gateway",
-    )
-    .unwrap_or_else(|e| panic!("metric: {e}"));
-    r.register(Box::new(log_lines_dropped.clone()))
-        .unwrap_or_else(|e| panic!("register: {e}"));
+    );
+    let name = "aap_log_lines_dropped_total";
+    let log_lines_dropped = registered(
+        &r,
+        name,
+        IntCounter::new(
+            name,
+            "Log lines (access lines included) dropped because stderr was slower than the gateway",
+        ),
+    );
     Metrics {
         build_info: gauge(
             &r,
@@ -337,11 +337,7 @@ pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
 }
 
 fn gauge(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels)
-        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    r.register(Box::new(g.clone()))
-        .unwrap_or_else(|e| panic!("register {name}: {e}"));
-    g
+    registered(r, name, IntGaugeVec::new(Opts::new(name, help), labels))
 }
 
 /// Inventory feed health, one series per feed source (a file path or a URL
