@@ -96,8 +96,8 @@ fn mcp(
         client: cluster_client(&shared.platform.clusters, shared.config, &t.backend)?,
         path: m.path.clone(),
         revision: match m.revision.as_str() {
-            "2026-07-28" => RevisionMode::Modern,
-            "2025-11-25" => RevisionMode::Legacy,
+            crate::mcp::revision::MODERN => RevisionMode::Modern,
+            crate::mcp::revision::LEGACY => RevisionMode::Legacy,
             _ => RevisionMode::Auto,
         },
         bearer_token: m.bearer_token.clone(),
