@@ -205,23 +205,16 @@ pub fn load(cli: &Cli) -> Result<Config, String> {
     let port_zero = |flag: &str, v: &str| {
         format!("config error in {file}: {flag}: {v:?} has port 0; pick a port")
     };
+    let listen_addr = |flag: &str, v: &String| match v.parse::<std::net::SocketAddr>() {
+        Err(_) => Err(bad_addr(flag, v)),
+        Ok(addr) if addr.port() == 0 => Err(port_zero(flag, v)),
+        Ok(_) => Ok(v.clone()),
+    };
     if let Some(l) = &cli.listen {
-        let addr = l
-            .parse::<std::net::SocketAddr>()
-            .map_err(|_| bad_addr("--listen", l))?;
-        if addr.port() == 0 {
-            return Err(port_zero("--listen", l));
-        }
-        cfg.server.listen = l.clone();
+        cfg.server.listen = listen_addr("--listen", l)?;
     }
     if let Some(a) = &cli.admin_listen {
-        let addr = a
-            .parse::<std::net::SocketAddr>()
-            .map_err(|_| bad_addr("--admin-listen", a))?;
-        if addr.port() == 0 {
-            return Err(port_zero("--admin-listen", a));
-        }
-        cfg.server.admin_listen = a.clone();
+        cfg.server.admin_listen = listen_addr("--admin-listen", a)?;
     }
     if let Some(d) = &cli.state_dir {
         cfg.state.dir = std::env::current_dir()
