@@ -143,12 +143,12 @@ pub(super) async fn head_auth(auth: Option<&Authenticator>, req: &HttpRequest) -
     .map(|denial| auth.refusal(&denial))
 }
 
-/// The access-log outcome of a refusal the head decided: the same names the
-/// full pipeline gives the same refusals.
+/// The access-log outcome of a refusal the head decided: `unauthorized` for a missing or
+/// invalid token, else the HTTP status (`403`, `405`, `406`, `415`), as `Endpoint::handle`
+/// logs the same refusals on every binding.
 pub(super) fn head_outcome(err: &RpcError) -> String {
-    match (err.code, err.http_status) {
-        (crate::error::code::UNAUTHORIZED, _) => "unauthorized".into(),
-        (_, 403 | 405) => err.http_status.to_string(),
-        (code, _) => code.to_string(),
+    match err.code {
+        crate::error::code::UNAUTHORIZED => "unauthorized".into(),
+        _ => err.http_status.to_string(),
     }
 }

@@ -200,3 +200,76 @@ fn access_lines_carry_client_address_protocol_user_agent_and_sizes() {
     assert_eq!(a["bytes_in"], 0, "{a}");
     assert_eq!(a["bytes_out"], r.body.len(), "{a}");
 }
+
+/// A refusal that the request head decides logs its HTTP status as the access line's outcome, on
+/// the MCP and the A2A binding alike: the same name whichever layer refuses it.
+#[test]
+fn head_refusals_log_their_status_on_every_binding() {
+    let gw = Gateway::start();
+    let a2a = "/aap/3.0.0/demo-toyota/a2a";
+    let body = modern("tools/list", json!({})).to_string();
+    let json_ct = ("Content-Type", "application/json");
+    let evil = ("Origin", "https://evil.example");
+    let cases: [(&str, &str, Vec<(&str, &str)>, u16, &str); 6] = [
+        ("POST", ENDPOINT, vec![json_ct, evil], 403, "mcp"),
+        ("GET", ENDPOINT, vec![], 405, "mcp"),
+        (
+            "POST",
+            ENDPOINT,
+            vec![("Content-Type", "text/plain")],
+            415,
+            "mcp",
+        ),
+        (
+            "POST",
+            ENDPOINT,
+            vec![json_ct, ("Accept", "text/html")],
+            406,
+            "mcp",
+        ),
+        ("POST", a2a, vec![json_ct, evil], 403, "a2a"),
+        (
+            "POST",
+            a2a,
+            vec![("Content-Type", "text/plain")],
+            415,
+            "a2a",
+        ),
+    ];
+    for (method, path, headers, status, _) in &cases {
+        let r = request(gw.port, method, path, headers, body.as_bytes());
+        assert_eq!(
+            r.status,
+            *status,
+            "{method} {path} {headers:?}: {}",
+            r.text()
+        );
+    }
+    let logged = |logs: &str, status: u16, binding: &str| {
+        logs.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|v| {
+                v["fields"]["message"] == "request"
+                    && v["fields"]["status"] == status
+                    && v["fields"]["binding"] == binding
+                    && v["fields"]["outcome"] == status.to_string()
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let logs = gw.logs();
+        let missing: Vec<_> = cases
+            .iter()
+            .filter(|(.., status, binding)| !logged(&logs, *status, binding))
+            .map(|(m, p, h, s, _)| format!("{m} {p} {h:?} → {s}"))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no access line with the status as outcome for {missing:?}:\n{logs}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
