@@ -9,6 +9,9 @@
 #   H2=1 bash benches/profile.sh         # over HTTP/2 (h2load, h2c prior knowledge) instead of HTTP/1.1 (wrk)
 #   BIN=/path/to/aap-gateway bash benches/profile.sh   # another build (symbols are read from the binary:
 #                                        # do not strip it)
+#   SYSCALLS=1 bash benches/profile.sh   # instead of sampling: the gateway's system calls per request, by
+#                                        # call (perf stat on the syscall tracepoints; counts, not times, so a busy
+#                                        # machine does not move them much)
 #   KEEP=/some/dir bash benches/profile.sh   # keep perf.data and the full report there
 #   CALLGRAPH=dwarf KEEP=/some/dir bash benches/profile.sh   # callers that can be read (`perf report -G` on the
 #                                        # kept perf.data): a release build has no frame pointers, so the default
@@ -71,6 +74,28 @@ load() { # seconds: the load, its output in $WORK/out
   fi
 }
 load 2  # warm up: connection pools, allocator arenas, caches
+if [ "${SYSCALLS:-0}" = 1 ]; then
+  CALLS=read,recvfrom,recvmsg,readv,write,writev,sendto,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,sched_yield,getpeername,getsockopt,setsockopt,accept4,close,ioctl,madvise,mmap,munmap,brk,timerfd_settime,nanosleep
+  perf stat -x, -e "$(echo "$CALLS" | sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g')" -p "$FULLPID" -o "$WORK/stat.csv" -- sleep "$DUR" 2>/dev/null &
+  PERF=$!
+  load "$DUR"
+  wait $PERF || true
+  python3 - "$WORK/out" "$WORK/stat.csv" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'(\d+) requests in', t) or re.search(r'requests: \d+ total, \d+ started, (\d+) done', t)
+n = max(int(m.group(1)) if m else 0, 1)
+rows = []
+for line in open(sys.argv[2]):
+    f = line.strip().split(',')
+    if len(f) > 2 and f[0].isdigit() and int(f[0]) > 0:
+        rows.append((int(f[0]) / n, f[2].replace('syscalls:sys_enter_', '')))
+rows.sort(reverse=True)
+print(f"system calls per request ({n} requests): {sum(r for r, _ in rows):.2f}")
+print("  " + ", ".join(f"{c} {r:.2f}" for r, c in rows if r >= 0.005))
+PY
+  exit 0
+fi
 g0=$(ticks "$FULLPID")
 CG=(-g); [ "${CALLGRAPH:-fp}" != dwarf ] || CG=(--call-graph dwarf)
 perf record -q -e cpu-clock -F 999 "${CG[@]}" -p "$FULLPID" -o "$WORK/perf.data" -- sleep "$DUR" 2>/dev/null &

@@ -16,6 +16,7 @@ pub use aap_core::{
 
 pub mod admin;
 pub mod background;
+pub mod chunked;
 pub mod cli;
 pub mod file_stamp;
 pub mod gateway;

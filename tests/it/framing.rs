@@ -817,7 +817,7 @@ fn property_no_byte_sequence_yields_two_framings() {
             let mut d = h1::Chunked::new(limits.max_header_bytes);
             let (mut buf, mut body, mut fed, mut used) = (Vec::new(), Vec::new(), 0, 0);
             loop {
-                match d.decode(&buf).map_err(|r| r.status)? {
+                match d.decode(&buf).map_err(|r| h1::Refusal::from(r).status)? {
                     h1::Step::Progress { consumed, data: r } => {
                         body.extend_from_slice(&buf[r]);
                         buf.drain(..consumed);

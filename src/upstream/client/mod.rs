@@ -6,8 +6,9 @@
 //!   connections are kept per peer by the client's own [`pool`] (Pingora's
 //!   pool spent a task and two wake-ups per request).
 //!   The request head and body leave in one write (one TCP segment for a
-//!   typical call, where Pingora's session API would flush them apart);
-//!   Pingora's HTTP/1 session then reads the answer ([`wire`]).
+//!   typical call, where Pingora's session API would flush them apart,
+//!   [`wire`]); the client reads the answer itself ([`reader`]: one read for
+//!   a whole answer that arrived together, the body not copied).
 //! - `pingora::lb::LoadBalancer<RoundRobin>` spreads calls over the
 //!   configured peers. Its TCP health check runs as the load balancer's own
 //!   background loop (`LoadBalancer::run`), spawned on the first call (the
@@ -35,6 +36,7 @@ mod addresses;
 mod health;
 mod jwks;
 mod pool;
+mod reader;
 mod stream;
 mod wire;
 
@@ -50,15 +52,15 @@ use pingora::connectors::TransportConnector;
 use pingora::lb::health_check::TcpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
-use pingora::protocols::http::client::HttpSession;
-use pingora::protocols::http::v1::client::HttpSession as Http1Session;
+use pingora::protocols::Stream;
 use pingora::upstreams::peer::HttpPeer;
+use reader::{ReplyReader, SizeHint};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
-use wire::{read_reply, request_bytes};
+use wire::request_bytes;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -173,6 +175,8 @@ pub struct Client {
     connector: TransportConnector,
     /// Idle keep-alive connections of reads ([`pool`]).
     pool: Arc<pool::Pool>,
+    /// How large this client's answers have been ([`reader`]).
+    answer_size: SizeHint,
     table: ArcSwap<PeerTable>,
     failed: Mutex<HashMap<SocketAddr, Instant>>,
     /// `true` once the first name resolution is over (or none is needed).
@@ -216,6 +220,7 @@ impl Client {
             // Connections are pooled by [`pool`], not by the connector.
             connector: TransportConnector::new(Some(pingora::connectors::ConnectorOptions::new(0))),
             pool: pool::Pool::new(cfg.pool_size, cfg.idle_timeout, cfg.background.as_ref()),
+            answer_size: SizeHint::default(),
             table: ArcSwap::from_pointee(empty),
             failed: Mutex::new(HashMap::new()),
             resolved,
@@ -372,16 +377,14 @@ impl Client {
         self.send_to(peer, req, complete).await.map_err(into_error)
     }
 
-    /// Connect to peer `i` and write the whole request. `read_timeout`
-    /// bounds every single read of the answer (`None`: unbounded, for
-    /// long-lived event streams).
+    /// Connect to peer `i` (or take an idle connection to it) and write the
+    /// whole request; the answer is for a [`ReplyReader`] to read.
     async fn connect_and_write(
         &self,
         i: usize,
         req: &Request<'_>,
-        read_timeout: Option<Duration>,
         span: Option<&ClientSpan>,
-    ) -> Result<HttpSession, Failure> {
+    ) -> Result<Stream, Failure> {
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
@@ -399,9 +402,6 @@ impl Client {
         );
         peer.options.connection_timeout = Some(self.cfg.connect_timeout);
         peer.options.total_connection_timeout = Some(self.cfg.connect_timeout);
-        peer.options.read_timeout = read_timeout;
-        peer.options.write_timeout = Some(self.cfg.request_timeout);
-        peer.options.idle_timeout = Some(self.cfg.idle_timeout);
         // A request that cannot be sent fails before it takes a connection.
         let mut trace_headers = Vec::new();
         if let Some(s) = span {
@@ -450,24 +450,18 @@ impl Client {
             stream.flush().await
         })
         .await;
-        let mut session = HttpSession::H1(Http1Session::new_with_options(stream, &peer));
+        // A connection that failed is dropped (closed), never pooled.
         match written {
-            Ok(Ok(())) => Ok(session),
-            Ok(Err(why)) => {
-                session.shutdown().await;
-                Err(Failure::NotDelivered(format!(
-                    "write to {}: {}",
-                    spec.addr,
-                    why.kind()
-                )))
-            }
-            Err(_) => {
-                session.shutdown().await;
-                Err(Failure::Uncertain(format!(
-                    "{}: timed out while sending",
-                    spec.addr
-                )))
-            }
+            Ok(Ok(())) => Ok(stream),
+            Ok(Err(why)) => Err(Failure::NotDelivered(format!(
+                "write to {}: {}",
+                spec.addr,
+                why.kind()
+            ))),
+            Err(_) => Err(Failure::Uncertain(format!(
+                "{}: timed out while sending",
+                spec.addr
+            ))),
         }
     }
 
@@ -518,45 +512,43 @@ impl Client {
         // No timeout per read: the whole answer is bounded by `deadline`
         // (from `started`, before any read), which always ends first, and
         // each per-read timeout was one more timer entry per request.
-        let mut session = self.connect_and_write(i, req, None, span).await?;
+        let stream = self.connect_and_write(i, req, span).await?;
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
         let deadline = started + self.cfg.request_timeout;
-        let read =
-            tokio::time::timeout_at(deadline, read_reply(&mut session, spec.addr, complete)).await;
+        let mut reader = ReplyReader::new(stream);
+        let read = tokio::time::timeout_at(deadline, async {
+            let mut reply = reader
+                .read_head(req.method, spec.addr, &self.answer_size)
+                .await?;
+            let done = reader
+                .read_body(&mut reply, complete, &self.answer_size)
+                .await?;
+            Ok::<_, String>((reply, done))
+        })
+        .await;
         match read {
             Ok(Ok((reply, done))) => {
                 self.mark_ok(&spec.addr);
                 if done && req.retryable {
-                    self.release(session, (i, !req.retryable)).await;
-                } else {
-                    session.shutdown().await;
+                    self.release(reader, (i, !req.retryable));
                 }
                 Ok(reply)
             }
-            Ok(Err(why)) => {
-                session.shutdown().await;
-                Err(Failure::Uncertain(format!("{}: {why}", spec.addr)))
-            }
-            Err(_) => {
-                session.shutdown().await;
-                Err(Failure::Uncertain(format!(
-                    "{}: no answer within {:?}",
-                    spec.addr, self.cfg.request_timeout
-                )))
-            }
+            Ok(Err(why)) => Err(Failure::Uncertain(format!("{}: {why}", spec.addr))),
+            Err(_) => Err(Failure::Uncertain(format!(
+                "{}: no answer within {:?}",
+                spec.addr, self.cfg.request_timeout
+            ))),
         }
     }
 
     /// Return a connection whose answer was read to its end to the pool
-    /// (when the peer keeps it alive).
-    async fn release(&self, session: HttpSession, peer: pool::Key) {
-        if let HttpSession::H1(mut h1) = session {
-            h1.respect_keepalive();
-            if let Some(stream) = h1.reuse().await {
-                self.pool.put(peer, stream);
-            }
+    /// (when the peer keeps it alive); otherwise it is closed.
+    fn release(&self, reader: ReplyReader, peer: pool::Key) {
+        if let Some(stream) = reader.into_reusable() {
+            self.pool.put(peer, stream);
         }
     }
 }

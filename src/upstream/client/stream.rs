@@ -1,7 +1,7 @@
 //! Answers that may be open-ended event streams, for the transparent relay: the
 //! head within the request timeout, then a `text/event-stream` body pumped chunk by chunk.
 
-use super::wire::{head_of, read_body};
+use super::reader::ReplyReader;
 use super::{into_error, Client, Failure, Request};
 use crate::backend::BackendError;
 use bytes::Bytes;
@@ -72,49 +72,39 @@ impl Client {
         span: Option<&crate::telemetry::ClientSpan>,
     ) -> Result<Streamed, Failure> {
         let started = tokio::time::Instant::now();
-        let mut session = self.connect_and_write(i, req, stream_idle, span).await?;
+        let stream = self.connect_and_write(i, req, span).await?;
         let addr = self
             .peer(i)
             .map(|p| p.addr)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
-        let head = tokio::time::timeout_at(
-            started + self.cfg.request_timeout,
-            session.read_response_header(),
+        let mut reader = ReplyReader::new(stream);
+        let deadline = started + self.cfg.request_timeout;
+        let head = match tokio::time::timeout_at(
+            deadline,
+            reader.read_head(req.method, addr, &self.answer_size),
         )
-        .await;
-        match head {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                session.shutdown().await;
-                return Err(Failure::Uncertain(format!(
-                    "{addr}: reading the response: {}",
-                    e.etype().as_str()
-                )));
-            }
+        .await
+        {
+            Ok(Ok(head)) => head,
+            Ok(Err(why)) => return Err(Failure::Uncertain(format!("{addr}: {why}"))),
             Err(_) => {
-                session.shutdown().await;
                 return Err(Failure::Uncertain(format!(
                     "{addr}: no answer within {:?}",
                     self.cfg.request_timeout
-                )));
+                )))
             }
-        }
-        self.mark_ok(&addr);
-        let Some(head) = head_of(&session, addr) else {
-            session.shutdown().await;
-            return Err(Failure::Uncertain(format!("{addr}: no response header")));
         };
-        let event_stream = head.content_type() == "text/event-stream";
-        if !event_stream {
+        self.mark_ok(&addr);
+        if head.content_type() != "text/event-stream" {
             let mut reply = head;
             let read = tokio::time::timeout_at(
-                started + self.cfg.request_timeout,
-                read_body(&mut session, &mut reply, None),
+                deadline,
+                reader.read_body(&mut reply, None, &self.answer_size),
             )
             .await;
             return match read {
                 Ok(Ok(_)) => {
-                    self.release(session, (i, !req.retryable)).await;
+                    self.release(reader, (i, !req.retryable));
                     Ok(Streamed {
                         peer: i,
                         status: reply.status,
@@ -122,44 +112,43 @@ impl Client {
                         body: StreamedBody::Whole(reply.body),
                     })
                 }
-                Ok(Err(why)) => {
-                    session.shutdown().await;
-                    Err(Failure::Uncertain(format!("{addr}: {why}")))
-                }
-                Err(_) => {
-                    session.shutdown().await;
-                    Err(Failure::Uncertain(format!(
-                        "{addr}: body not received within {:?}",
-                        self.cfg.request_timeout
-                    )))
-                }
+                Ok(Err(why)) => Err(Failure::Uncertain(format!("{addr}: {why}"))),
+                Err(_) => Err(Failure::Uncertain(format!(
+                    "{addr}: body not received within {:?}",
+                    self.cfg.request_timeout
+                ))),
             };
         }
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
             loop {
-                if session.response_done() {
-                    break;
-                }
-                let chunk = tokio::select! {
-                    c = session.read_response_body() => c,
+                let next = async {
+                    match stream_idle {
+                        Some(idle) => tokio::time::timeout(idle, reader.next_piece())
+                            .await
+                            .unwrap_or_else(|_| Err("no event within the idle timeout".into())),
+                        None => reader.next_piece().await,
+                    }
+                };
+                let piece = tokio::select! {
+                    p = next => p,
                     // The client went away: stop reading from the peer.
                     _ = tx.closed() => break,
                 };
-                match chunk {
-                    Ok(Some(c)) => {
-                        if tx.send(c).await.is_err() {
+                match piece {
+                    Ok(Some(p)) => {
+                        if tx.send(p).await.is_err() {
                             break;
                         }
                     }
                     Ok(None) => break,
-                    Err(e) => {
-                        tracing::debug!(peer = %addr, error = %e.etype().as_str(), "relayed event stream ended early");
+                    Err(why) => {
+                        tracing::debug!(peer = %addr, error = %why, "relayed event stream ended early");
                         break;
                     }
                 }
             }
-            session.shutdown().await;
+            // Dropped: an event stream's connection is not reused.
         });
         Ok(Streamed {
             peer: i,

@@ -1,13 +1,7 @@
-//! The HTTP/1 bytes: a request written as one checked buffer, and a reply's
-//! head and (bounded) body read back. Peer choice and retries are `mod.rs`'s.
+//! The HTTP/1 request bytes: head and body as one checked buffer, written in one call.
+//! The answer is read by [`super::reader`]; peer choice and retries are `mod.rs`'s.
 
-use super::{Complete, Reply, Request};
-use bytes::Bytes;
-use pingora::protocols::http::client::HttpSession;
-use std::net::SocketAddr;
-
-/// Largest upstream response body accepted.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+use super::Request;
 
 /// The whole request as it goes on the wire: head and body in one buffer.
 /// Every name must be an HTTP token and every value free of control
@@ -75,90 +69,10 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// The response head read so far, as a [`Reply`] without body.
-pub(super) fn head_of(session: &HttpSession, peer: SocketAddr) -> Option<Reply> {
-    let head = session.response_header()?;
-    Some(Reply {
-        status: head.status.as_u16(),
-        headers: head
-            .headers
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-        body: Bytes::new(),
-        peer,
-    })
-}
-
-/// Read the response head and body; `true` when the body was read to its
-/// end (the connection may then be reused).
-pub(super) async fn read_reply(
-    session: &mut HttpSession,
-    peer: SocketAddr,
-    complete: Option<Complete<'_>>,
-) -> Result<(Reply, bool), String> {
-    session
-        .read_response_header()
-        .await
-        .map_err(|e| format!("reading the response: {}", e.etype().as_str()))?;
-    let mut reply = head_of(session, peer).ok_or("no response header")?;
-    let done = read_body(session, &mut reply, complete).await?;
-    Ok((reply, done))
-}
-
-/// Read the body into `reply` (at most [`MAX_RESPONSE_BYTES`]); `true` when
-/// it was read to its end, `false` when `complete` said enough arrived.
-pub(super) async fn read_body(
-    session: &mut HttpSession,
-    reply: &mut Reply,
-    complete: Option<Complete<'_>>,
-) -> Result<bool, String> {
-    // Only an event stream can be complete before it ends; any other body
-    // is read whole, without showing each partial read to `complete`.
-    let complete = complete.filter(|_| reply.content_type() == "text/event-stream");
-    let declared = reply
-        .header("content-length")
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut buf = Vec::with_capacity(declared.min(MAX_RESPONSE_BYTES));
-    loop {
-        if session.response_done() {
-            reply.body = Bytes::from(buf);
-            return Ok(true);
-        }
-        match session
-            .read_response_body()
-            .await
-            .map_err(|e| format!("reading the response body: {}", e.etype().as_str()))?
-        {
-            None => {
-                reply.body = Bytes::from(buf);
-                return Ok(true);
-            }
-            Some(chunk) => {
-                buf.extend_from_slice(&chunk);
-                if buf.len() > MAX_RESPONSE_BYTES {
-                    return Err(format!("response larger than {MAX_RESPONSE_BYTES} bytes"));
-                }
-                if let Some(done) = complete {
-                    reply.body = Bytes::copy_from_slice(&buf);
-                    if done(reply) {
-                        return Ok(false);
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn request<'a>(extra: &'a [(String, String)], body: &'static str) -> Request<'a> {
         Request {
