@@ -9,6 +9,8 @@
 #   H2=1 bash benches/profile.sh         # over HTTP/2 (h2load, h2c prior knowledge) instead of HTTP/1.1 (wrk)
 #   BIN=/path/to/aap-gateway bash benches/profile.sh   # another build (symbols are read from the binary:
 #                                        # do not strip it)
+#   LOW_RATE=7 SYSCALLS=1 bash benches/profile.sh 30   # the same at a low paced rate (LOW_CONN=4 connections),
+#                                        # with the gateway's CPU per request and per thread name
 #   SYSCALLS=1 bash benches/profile.sh   # instead of sampling: the gateway's system calls per request, by
 #                                        # call (perf stat on the syscall tracepoints; counts, not times, so a busy
 #                                        # machine does not move them much)
@@ -65,6 +67,19 @@ import sys, json
 print('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = ' + json.dumps(sys.argv[1]))
 PY
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime+stime, 1/CLK_TCK s
+LOW_RATE=${LOW_RATE:-0}
+if [ "$LOW_RATE" -gt 0 ]; then  # paced, as load.sh's low-rate leg: exponential gaps, LOW_CONN connections
+  CONN=${LOW_CONN:-4}
+  { cat "$WORK/body.lua"; cat <<LUA
+local mean_ms = $CONN * 1000 / $LOW_RATE
+function init(args) math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16)) end
+function delay() return math.floor(-math.log(1 - math.random()) * mean_ms) end
+LUA
+  } > "$WORK/paced.lua"
+  mv "$WORK/paced.lua" "$WORK/body.lua"
+fi
+# The gateway's CPU ticks per thread name ("name ticks" lines), to see which threads a load wakes.
+threads() { for t in /proc/"$FULLPID"/task/*; do echo "$(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done | sort; }
 load() { # seconds: the load, its output in $WORK/out
   if [ "$H2" = 0 ]; then
     wrk -t2 -c"$CONN" -d"${1}s" -s "$WORK/body.lua" "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
@@ -76,23 +91,40 @@ load() { # seconds: the load, its output in $WORK/out
 load 2  # warm up: connection pools, allocator arenas, caches
 if [ "${SYSCALLS:-0}" = 1 ]; then
   CALLS=read,recvfrom,recvmsg,readv,write,writev,sendto,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,sched_yield,getpeername,getsockopt,setsockopt,accept4,close,ioctl,madvise,mmap,munmap,brk,timerfd_settime,nanosleep
-  perf stat -x, -e "$(echo "$CALLS" | sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g')" -p "$FULLPID" -o "$WORK/stat.csv" -- sleep "$DUR" 2>/dev/null &
+  perf stat -x, -e "context-switches,cpu-migrations,$(echo "$CALLS" | sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g')" -p "$FULLPID" -o "$WORK/stat.csv" -- sleep "$DUR" 2>/dev/null &
   PERF=$!
+  threads > "$WORK/threads0"; g0=$(ticks "$FULLPID")
   load "$DUR"
   wait $PERF || true
-  python3 - "$WORK/out" "$WORK/stat.csv" <<'PY'
+  threads > "$WORK/threads1"; g1=$(ticks "$FULLPID")
+  python3 - "$WORK/out" "$WORK/stat.csv" "$WORK/threads0" "$WORK/threads1" "$((g1 - g0))" "$(getconf CLK_TCK)" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
 m = re.search(r'(\d+) requests in', t) or re.search(r'requests: \d+ total, \d+ started, (\d+) done', t)
 n = max(int(m.group(1)) if m else 0, 1)
-rows = []
+rows, sched = [], []
 for line in open(sys.argv[2]):
     f = line.strip().split(',')
     if len(f) > 2 and f[0].isdigit() and int(f[0]) > 0:
-        rows.append((int(f[0]) / n, f[2].replace('syscalls:sys_enter_', '')))
+        if f[2].startswith('syscalls:'):
+            rows.append((int(f[0]) / n, f[2].replace('syscalls:sys_enter_', '')))
+        else:
+            sched.append(f"{f[2]} {int(f[0]) / n:.2f}")
 rows.sort(reverse=True)
 print(f"system calls per request ({n} requests): {sum(r for r, _ in rows):.2f}")
 print("  " + ", ".join(f"{c} {r:.2f}" for r, c in rows if r >= 0.005))
+print("  per request: " + ", ".join(sched))
+ticks, hz = int(sys.argv[5]), int(sys.argv[6])
+print(f"gateway CPU per request: {ticks * 1e6 / hz / n:.0f} us (ticks of 1/{hz} s, +/- {1e6 / hz / n:.0f} us)")
+def per_name(path):
+    d = {}
+    for line in open(path):
+        name, t = line.rsplit(' ', 1)
+        d[name] = d.get(name, 0) + int(t)
+    return d
+a, b = per_name(sys.argv[3]), per_name(sys.argv[4])
+busy = sorted(((b[k] - a.get(k, 0), k) for k in b), reverse=True)
+print("  by thread (us per request): " + ", ".join(f"{k} {v * 1e6 / hz / n:.0f}" for v, k in busy if v > 0))
 PY
   exit 0
 fi

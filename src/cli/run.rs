@@ -140,6 +140,10 @@ pub fn run(cfg: Config, cli: &Cli, return_freed_memory: fn(&crate::memory::Relea
         // file append being fsync'd).
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(BLOCKING_WORK_SECS),
+        // Pingora's own timeouts of a second or more (the TLS handshake's)
+        // on the runtime's timer: `pingora_timeout`'s fast timer would start
+        // a thread that wakes 100 times a second for the life of the process.
+        fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..Default::default()
     };
     let opt = pingora::server::configuration::Opt {

@@ -49,7 +49,6 @@ use crate::telemetry::ClientSpan;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use pingora::connectors::TransportConnector;
-use pingora::lb::health_check::TcpHealthCheck;
 use pingora::lb::selection::RoundRobin;
 use pingora::lb::LoadBalancer;
 use pingora::protocols::Stream;
@@ -270,13 +269,11 @@ impl Client {
         let addrs: Vec<SocketAddr> = active.iter().map(|&i| all[i].addr).collect();
         let mut lb = LoadBalancer::<RoundRobin>::try_from_iter(addrs.iter().copied())
             .map_err(|e| format!("load balancer: {e}"))?;
-        let mut hc = TcpHealthCheck::new();
-        hc.peer_template.options.connection_timeout = Some(self.cfg.connect_timeout);
-        hc.health_changed_callback = Some(Box::new(health::HealthLog::new(
+        lb.set_health_check(Box::new(health::TcpProbe::new(
             self.stats.clone(),
             addrs.clone(),
+            self.cfg.connect_timeout,
         )));
-        lb.set_health_check(hc);
         lb.health_check_frequency = Some(self.cfg.health_check_interval);
         lb.parallel_health_check = true;
         let lb = Arc::new(lb);
@@ -388,7 +385,7 @@ impl Client {
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
-        let mut peer = HttpPeer::new(
+        let peer = HttpPeer::new(
             spec.addr,
             spec.tls,
             if spec.tls {
@@ -400,8 +397,9 @@ impl Client {
                 String::new()
             },
         );
-        peer.options.connection_timeout = Some(self.cfg.connect_timeout);
-        peer.options.total_connection_timeout = Some(self.cfg.connect_timeout);
+        // The connect is timed here, on the runtime's timer: a timeout in the
+        // peer's options would be timed by `pingora_timeout`, whose first use
+        // starts a process-wide thread that wakes 100 times a second.
         // A request that cannot be sent fails before it takes a connection.
         let mut trace_headers = Vec::new();
         if let Some(s) = span {
@@ -417,12 +415,11 @@ impl Client {
         let pooled = self.pool.take((i, !req.retryable));
         let connect = match pooled {
             Some(s) => Ok(Ok((s, true))),
-            None => tokio::time::timeout(
-                self.cfg.connect_timeout + Duration::from_millis(50),
-                self.connector.new_stream(&peer),
-            )
-            .await
-            .map(|r| r.map(|s| (s, false))),
+            None => {
+                tokio::time::timeout(self.cfg.connect_timeout, self.connector.new_stream(&peer))
+                    .await
+                    .map(|r| r.map(|s| (s, false)))
+            }
         };
         let mut stream = match connect {
             Ok(Ok((s, reused))) => {
