@@ -658,3 +658,55 @@ fn upstream_text_is_validated_in_place_and_passed_on() {
     );
     serve.join().unwrap();
 }
+
+/// Voluntary context switches of every thread of process `pid`, by thread name.
+fn wakeups(pid: u32) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let n = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        out.push((name.trim().to_owned(), n));
+    }
+    out
+}
+
+/// An idle gateway does not tick: after calls through an MCP upstream (connects, pooled
+/// connections, the peers' health checks) no thread of the process wakes on a short fixed
+/// period. Pingora's `pingora_timeout` timer thread, started by the first timed connect, woke
+/// 100 times a second for the life of the process.
+#[test]
+fn an_idle_gateway_with_an_upstream_does_not_tick() {
+    let peer = Peer::start(
+        PeerKind::StrictMcp,
+        &[],
+        &[("AAP_MCP_TOKEN", "upstream-secret")],
+    );
+    let gw = Gateway::start_with(&mcp_backend(
+        &[peer.url()],
+        "2026-07-28",
+        "bearer_token = \"upstream-secret\"",
+    ));
+    for _ in 0..3 {
+        let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
+        assert!(!err, "{sc}");
+    }
+    let pid = gw.child.as_ref().unwrap().id();
+    let before = wakeups(pid);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let after = wakeups(pid);
+    let names: Vec<&str> = after.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(!names.contains(&"Timer thread"), "{names:?}");
+    let woke: u64 =
+        after.iter().map(|(_, n)| n).sum::<u64>() - before.iter().map(|(_, n)| n).sum::<u64>();
+    // Health checks every 500 ms, the tenant-directory watch, the allocator's collector and
+    // the outbox poll: a handful a second. A 10 ms tick alone would be 200.
+    assert!(woke < 80, "{woke} wake-ups in 2 s idle: {after:?}");
+}
