@@ -88,7 +88,7 @@ pub struct ClientConfig {
 /// The peers a client sends to now. `all` only grows, so an index stays
 /// valid (a session's peer); `active` lists the indexes in use.
 struct PeerTable {
-    all: Vec<PeerAddr>,
+    all: Vec<Arc<PeerAddr>>,
     active: Vec<usize>,
     by_addr: HashMap<SocketAddr, usize>,
     lb: Arc<LoadBalancer<RoundRobin>>,
@@ -136,14 +136,20 @@ impl Reply {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn content_type(&self) -> String {
+    /// The media type, without parameters (`""` when there is none); compare it ignoring case.
+    pub fn content_type(&self) -> &str {
         self.header("content-type")
             .unwrap_or("")
             .split(';')
             .next()
             .unwrap_or("")
             .trim()
-            .to_ascii_lowercase()
+    }
+
+    /// Whether the body is a `text/event-stream`.
+    pub fn is_event_stream(&self) -> bool {
+        self.content_type()
+            .eq_ignore_ascii_case("text/event-stream")
     }
 }
 
@@ -254,7 +260,7 @@ impl Client {
             let i = match by_addr.get(&p.addr) {
                 Some(&i) => i,
                 None => {
-                    all.push(p.clone());
+                    all.push(Arc::new(p.clone()));
                     by_addr.insert(p.addr, all.len() - 1);
                     all.len() - 1
                 }
@@ -324,7 +330,7 @@ impl Client {
     }
 
     /// Peer `i`'s address (its index never changes).
-    fn peer(&self, i: usize) -> Option<PeerAddr> {
+    fn peer(&self, i: usize) -> Option<Arc<PeerAddr>> {
         self.table.load().all.get(i).cloned()
     }
 

@@ -252,7 +252,7 @@ impl ReplyReader {
         complete: Option<super::Complete<'_>>,
         hint: &SizeHint,
     ) -> Result<bool, String> {
-        let complete = complete.filter(|_| reply.content_type() == "text/event-stream");
+        let complete = complete.filter(|_| reply.is_event_stream());
         if let (Framing::Length(n), None) = (self.framing, complete) {
             // The common case: the body is a slice of the buffer the head came in.
             if self.buf.len() < n {

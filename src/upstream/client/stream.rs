@@ -95,7 +95,7 @@ impl Client {
             }
         };
         self.mark_ok(&addr);
-        if head.content_type() != "text/event-stream" {
+        if !head.is_event_stream() {
             let mut reply = head;
             let read = tokio::time::timeout_at(
                 deadline,

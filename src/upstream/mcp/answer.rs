@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 /// The JSON-RPC response with `id`, from a JSON or SSE body.
 pub(super) fn rpc_message(reply: &Reply, id: &Value) -> Result<Value, BackendError> {
-    if reply.content_type() == "text/event-stream" {
+    if reply.is_event_stream() {
         return find_in_sse(&reply.body, id).ok_or_else(|| {
             BackendError::InvalidResponse(
                 "upstream SSE stream ended without the JSON-RPC response".into(),
@@ -185,7 +185,7 @@ fn optional_value<'a>(r: &mut json::Reader<'a>) -> Result<Option<&'a str>, json:
 /// The AAP payload of a tools/call answer.
 pub(super) fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendError> {
     check_http(reply)?;
-    if reply.content_type() == "text/event-stream" {
+    if reply.is_event_stream() {
         let mut msg = rpc_message(reply, id)?;
         if let Some(e) = msg.get("error") {
             return Err(protocol_error(e));

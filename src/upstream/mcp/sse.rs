@@ -25,7 +25,7 @@ impl<'a> SseWatch<'a> {
     }
 
     pub(super) fn check(&self, r: &Reply) -> bool {
-        if r.content_type() != "text/event-stream" {
+        if !r.is_event_stream() {
             return false;
         }
         let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
@@ -67,7 +67,7 @@ fn complete_events_len(b: &[u8]) -> usize {
 
 /// True once an SSE body holds the JSON-RPC response with `id`.
 pub(super) fn sse_complete(r: &Reply, id: &Value) -> bool {
-    r.content_type() == "text/event-stream" && find_in_sse(&r.body, id).is_some()
+    r.is_event_stream() && find_in_sse(&r.body, id).is_some()
 }
 
 /// The `data` payloads of an SSE stream, complete events only.
