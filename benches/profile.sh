@@ -79,7 +79,8 @@ LUA
   mv "$WORK/paced.lua" "$WORK/body.lua"
 fi
 # The gateway's CPU ticks per thread name ("name ticks" lines), to see which threads a load wakes.
-threads() { for t in /proc/"$FULLPID"/task/*; do echo "$(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done | sort; }
+# (utime and stime are read after the ")" that ends the name: a name may hold spaces.)
+threads() { for t in /proc/"$FULLPID"/task/*; do echo "$(tr ' ' _ < "$t/comm") $(sed 's/.*) //' "$t/stat" | awk '{print $12 + $13}')"; done | sort; }
 load() { # seconds: the load, its output in $WORK/out
   if [ "$H2" = 0 ]; then
     wrk -t2 -c"$CONN" -d"${1}s" -s "$WORK/body.lua" "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
