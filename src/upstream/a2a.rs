@@ -68,9 +68,9 @@ impl A2aUpstream {
         })
     }
 
-    fn auth_header(&self, h: &mut Vec<(&'static str, String)>) {
+    fn auth_header(&self, h: &mut Vec<(&'static str, std::borrow::Cow<'static, str>)>) {
         if let Some(t) = &self.bearer {
-            h.push(("authorization", format!("Bearer {}", t.expose())));
+            h.push(("authorization", format!("Bearer {}", t.expose()).into()));
         }
     }
 
@@ -87,7 +87,7 @@ impl A2aUpstream {
         {
             return Ok(u);
         }
-        let mut headers = vec![("accept", "application/json".to_owned())];
+        let mut headers = vec![("accept", "application/json".into())];
         self.auth_header(&mut headers);
         let req = Request {
             extra_headers: &[],
@@ -141,14 +141,14 @@ impl A2aUpstream {
                 },
             },
         });
-        let mut headers = vec![
-            ("content-type", "application/json".to_owned()),
-            ("accept", "application/json".to_owned()),
+        let mut headers: Vec<(&'static str, std::borrow::Cow<'static, str>)> = vec![
+            ("content-type", "application/json".into()),
+            ("accept", "application/json".into()),
             (
                 crate::a2a::VERSION_HEADER,
-                crate::a2a::PROTOCOL_VERSION.to_owned(),
+                crate::a2a::PROTOCOL_VERSION.into(),
             ),
-            (crate::a2a::EXTENSIONS_HEADER, uri.to_owned()),
+            (crate::a2a::EXTENSIONS_HEADER, uri.to_owned().into()),
         ];
         self.auth_header(&mut headers);
         let req = Request {

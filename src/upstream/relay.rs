@@ -155,7 +155,7 @@ impl Relay {
         }
         let session_id = req.header_str(SESSION_ID).map(str::to_owned);
         let session = session_id.as_deref().and_then(|s| self.session(s));
-        let mut added: Vec<(&'static str, String)> = Vec::new();
+        let mut added: Vec<(&'static str, std::borrow::Cow<'static, str>)> = Vec::new();
         let mut id = None;
         let mut handshake = false;
         match req.method.as_str() {
@@ -178,7 +178,7 @@ impl Relay {
                 .map_err(|e| (e, id.clone()))?;
                 out.revision = n.revision.map(|r| r.as_str());
                 out.filled = n.filled;
-                added = n.add;
+                added = n.add.into_iter().map(|(k, v)| (k, v.into())).collect();
                 // MCP requires POSTs to accept both; a client that named
                 // neither accepts anything, so say so for it.
                 if req.header_count("accept") == 0 {
@@ -197,9 +197,9 @@ impl Relay {
                 return Ok(resp);
             }
         }
-        let mut headers: Vec<(&'static str, String)> = added;
+        let mut headers: Vec<(&'static str, std::borrow::Cow<'static, str>)> = added;
         if let Some(token) = &self.cfg.bearer_token {
-            headers.push(("authorization", format!("Bearer {}", token.expose())));
+            headers.push(("authorization", format!("Bearer {}", token.expose()).into()));
         }
         let passed = forwarded_headers(req);
         let path = match &req.query {

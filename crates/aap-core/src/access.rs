@@ -79,7 +79,8 @@ pub fn line(record: &AccessRecord<'_>, now: OffsetDateTime) -> Vec<u8> {
     // were a third of this line's cost. Every string goes through the same
     // escaping as `serde_json`, so client-chosen text (the method name)
     // cannot break the line.
-    let mut out = Vec::with_capacity(400);
+    // A tool call's line is about 600 bytes: room for it without a reallocation.
+    let mut out = Vec::with_capacity(768);
     out.extend_from_slice(b"{\"timestamp\":\"");
     timestamp(&mut out, now);
     out.extend_from_slice(b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"request\"");

@@ -18,7 +18,7 @@ impl aap_core::auth::JwksFetcher for JwksOverClient {
             extra_headers: &[],
             method: "GET",
             path: &self.path,
-            headers: vec![("accept", "application/json".to_string())],
+            headers: vec![("accept", "application/json".into())],
             body: Bytes::new(),
             retryable: true,
             trace: None,

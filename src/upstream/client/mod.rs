@@ -54,6 +54,7 @@ use pingora::lb::LoadBalancer;
 use pingora::protocols::Stream;
 use pingora::upstreams::peer::HttpPeer;
 use reader::{ReplyReader, SizeHint};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -107,7 +108,8 @@ impl Drop for PeerTable {
 pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
-    pub headers: Vec<(&'static str, String)>,
+    /// The fields of the call (values borrowed when they are constants).
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     /// Headers passed on from the client (e.g. `Mcp-Param-*`).
     pub extra_headers: &'a [(String, String)],
     pub body: Bytes,
@@ -492,7 +494,7 @@ impl Client {
             .headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("mcp-method"))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
             .or_else(|| {
                 req.extra_headers
                     .iter()

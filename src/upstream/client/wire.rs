@@ -19,7 +19,9 @@ pub(super) fn request_bytes(
     if !is_token(req.method) || !target_ok {
         return Err("the request line cannot be sent".into());
     }
-    let mut wire = Vec::with_capacity(256 + req.body.len());
+    // Room for the request line and a call's usual fields (about 300 bytes with a trace and a
+    // credential), so that the body is copied once.
+    let mut wire = Vec::with_capacity(512 + req.extra_headers.len() * 64 + req.body.len());
     wire.extend_from_slice(req.method.as_bytes());
     wire.push(b' ');
     wire.extend_from_slice(req.path.as_bytes());

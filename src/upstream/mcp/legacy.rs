@@ -80,11 +80,14 @@ impl McpUpstream {
         Ok(session)
     }
 
-    fn legacy_headers(&self, s: &LegacySession) -> Vec<(&'static str, String)> {
+    fn legacy_headers(
+        &self,
+        s: &LegacySession,
+    ) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
         let mut h = self.base_headers();
-        h.push(("mcp-protocol-version", s.version.clone()));
+        h.push(("mcp-protocol-version", s.version.clone().into()));
         if let Some(id) = &s.id {
-            h.push(("mcp-session-id", id.clone()));
+            h.push(("mcp-session-id", id.clone().into()));
         }
         h
     }

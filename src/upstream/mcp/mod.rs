@@ -113,13 +113,13 @@ impl McpUpstream {
         ))
     }
 
-    fn base_headers(&self) -> Vec<(&'static str, String)> {
+    fn base_headers(&self) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
         let mut h = vec![
-            ("content-type", "application/json".to_owned()),
-            ("accept", ACCEPT.to_owned()),
+            ("content-type", "application/json".into()),
+            ("accept", ACCEPT.into()),
         ];
         if let Some(t) = &self.bearer {
-            h.push(("authorization", format!("Bearer {}", t.expose())));
+            h.push(("authorization", format!("Bearer {}", t.expose()).into()));
         }
         h
     }
@@ -135,7 +135,7 @@ impl McpUpstream {
     fn request<'a>(
         &'a self,
         body: &impl serde::Serialize,
-        headers: Vec<(&'static str, String)>,
+        headers: Vec<(&'static str, std::borrow::Cow<'static, str>)>,
         retryable: bool,
     ) -> Request<'a> {
         // Serializing a `Value` or these request structs cannot fail
@@ -147,7 +147,7 @@ impl McpUpstream {
     fn request_with_body<'a>(
         &'a self,
         body: Vec<u8>,
-        headers: Vec<(&'static str, String)>,
+        headers: Vec<(&'static str, std::borrow::Cow<'static, str>)>,
         retryable: bool,
     ) -> Request<'a> {
         Request {
@@ -181,7 +181,7 @@ impl McpUpstream {
         let mut headers = self.base_headers();
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
-        headers.push(("mcp-name", encode_value(tool)));
+        headers.push(("mcp-name", encode_value(tool).into()));
         let mut req = self.request_with_body(body.to_bytes(), headers, retryable);
         req.extra_headers = &forward.param_headers;
         req.trace = forward.trace.as_ref();

@@ -101,8 +101,10 @@ fn write_message(
     payload: &str,
     is_error: bool,
 ) -> serde_json::Result<Vec<u8>> {
-    // Room for the payload twice (raw and escaped) plus the frame.
-    let mut out = Vec::with_capacity(payload.len() * 2 + 256);
+    // Room for the frame, the payload raw and the room `write_str` takes for it escaped (twice
+    // its length, plus a little), so that the answer is written without a reallocation (and
+    // the copy of everything written so far that one costs: about 11 KiB for a search).
+    let mut out = Vec::with_capacity(payload.len() * 3 + 512);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut out, id)?;
     out.extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
