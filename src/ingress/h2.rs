@@ -763,7 +763,13 @@ async fn write_response(
         if CONNECTION_SPECIFIC.contains(&name.as_str()) || name == http::header::CONTENT_LENGTH {
             continue;
         }
-        if let Ok(value) = HeaderValue::from_str(v) {
+        if let Ok(mut value) = HeaderValue::from_str(v) {
+            // A value new on every answer (the correlation id) would only churn the
+            // connection's HPACK table: sent as a literal never indexed, it skips the
+            // encoder's table search and insertion.
+            if name.as_str() == "x-correlation-id" {
+                value.set_sensitive(true);
+            }
             h.append(name, value);
         }
     }

@@ -308,7 +308,7 @@ pub fn record(r: &crate::access::AccessRecord<'_>, seconds: f64) {
             r.mcp_revision,
             skill,
             r.outcome,
-            &r.status.to_string(),
+            itoa::Buffer::new().format(r.status),
         ])
         .inc();
     m.latency.with_label_values(&[tenant]).observe(seconds);
