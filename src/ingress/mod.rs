@@ -11,6 +11,7 @@
 
 pub mod conn;
 pub mod h1;
+pub mod h1_io;
 pub mod h2;
 pub mod h2_budget;
 mod h2_frames;
@@ -21,30 +22,18 @@ use crate::exchange::{HttpRequest, HttpResponse, HttpVersion};
 use crate::gateway::Gateway;
 use crate::mcp::jsonrpc::RpcError;
 use async_trait::async_trait;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use conn::{ConnTable, Full};
-use h1::{BodyFraming, Framing, Head, HeadLimits, Refusal};
+use h1::{Framing, Head, HeadLimits, Refusal};
+use h1_io::{too_large, H1Io, HeadWait, NoHead, READ_CHUNK};
+pub use h1_io::{LINGER_BYTES, LINGER_TIME, WRITE_TIMEOUT};
 use pingora::apps::ServerApp;
 use pingora::protocols::{Stream, ALPN};
 use pingora::server::ShutdownWatch;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Read-buffer growth step; the buffer is allocated on a connection's first
-/// byte and reused by every request on it.
-const READ_CHUNK: usize = 4096;
-/// Lingering close (after an answer that leaves request bytes unread):
-/// how long and how much the gateway keeps reading and discarding.
-pub const LINGER_TIME: Duration = Duration::from_secs(5);
-pub const LINGER_BYTES: usize = 4 << 20;
-/// Longest a single write of an answer (or of one streamed part) may take.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bodies up to this size are copied behind the head in the write buffer;
-/// larger ones leave with the head in one vectored write without the copy
-/// (a search answer is about 13 KiB: its copy was about a microsecond).
-const COPY_BODY_MAX: usize = 1024;
 /// A refused connection (over a connection limit) lingers this long at most.
 const REFUSED_LINGER_TIME: Duration = Duration::from_secs(1);
 
@@ -129,10 +118,8 @@ impl ServerApp for Ingress {
         }
         let mut conn = Conn {
             ingress: self,
-            stream,
             peer,
-            rbuf,
-            wbuf: Vec::new(),
+            io: H1Io::new(stream, rbuf),
         };
         match refused {
             None => conn.serve(shutdown, accepted).await,
@@ -142,25 +129,12 @@ impl ServerApp for Ingress {
     }
 }
 
-/// Why reading a head stopped without one.
-enum NoHead {
-    /// The client closed (or the socket failed): nothing to answer.
-    Closed,
-    /// The head did not arrive within `limits.header_read_timeout_ms`.
-    Timeout,
-    Refused(Refusal),
-}
-
-/// One client connection.
+/// One client connection: its stream and buffers ([`H1Io`]), and what the
+/// gateway adds (limits from the live config, logs, 100-continue, refusals).
 struct Conn<'a> {
     ingress: &'a Ingress,
-    stream: Stream,
     peer: Option<IpAddr>,
-    /// Bytes read and not yet consumed (the next head, body bytes, pipelined
-    /// requests). No capacity until the first byte arrives.
-    rbuf: BytesMut,
-    /// The response being written (allocated on the first response).
-    wbuf: Vec<u8>,
+    io: H1Io,
 }
 
 impl Conn<'_> {
@@ -180,44 +154,24 @@ impl Conn<'_> {
                     rt.config.server.write_buffer_bytes,
                 )
             };
-            // Wait for the first byte of the next request. On shutdown (SIGTERM,
-            // or the old process of an upgrade) an idle keep-alive connection
-            // is closed at once; a fresh one is not: its request may already be
-            // on its way (during an upgrade both processes accept on one socket).
-            let head_deadline = if self.rbuf.is_empty() && reused {
-                let mut rx = shutdown.clone();
-                if *rx.borrow() {
-                    return;
-                }
-                let first = tokio::select! {
-                    biased;
-                    r = tokio::time::timeout(io.idle_timeout, self.fill()) => r,
-                    _ = rx.changed() => return,
-                };
-                match first {
-                    Ok(Ok(n)) if n > 0 => {}
-                    Ok(_) => return,
-                    Err(_) => {
-                        crate::metrics::connection_closed("idle_timeout");
-                        return;
-                    }
-                }
-                tokio::time::Instant::now() + io.header_timeout
-            } else if reused {
-                // Pipelined: the next head is already (partly) here.
-                tokio::time::Instant::now() + io.header_timeout
-            } else {
-                tokio::time::Instant::from_std(accepted) + io.header_timeout
+            // Wait for the first byte of the next request (closing an idle
+            // keep-alive connection on shutdown), then read its head.
+            let wait = HeadWait {
+                idle_timeout: io.idle_timeout,
+                header_timeout: io.header_timeout,
             };
-            let started = Instant::now();
-            let head = match self.read_head(head_deadline, &head_limits).await {
+            let (started, head) = self
+                .io
+                .next_head(reused, accepted, shutdown, wait, &head_limits)
+                .await;
+            let head = match head {
                 Ok(h) => h,
                 Err(NoHead::Closed) => return,
                 Err(NoHead::Timeout) => {
                     // Slowloris, or a connection that never sent a request: no
                     // answer (the client is not reading one), just the count.
                     crate::metrics::connection_closed("header_timeout");
-                    if !self.rbuf.is_empty() {
+                    if !self.io.rbuf.is_empty() {
                         self.ingress.log_transport(TransportAnswer {
                             method: "-",
                             path: None,
@@ -255,7 +209,7 @@ impl Conn<'_> {
             // A refusal its head alone decides (404, 403, 405, 415, 406,
             // 401) is the final answer at once instead; the connection then
             // closes (lingering), since the client may send the body anyway.
-            if head.expect_continue && head.framing != Framing::None && self.rbuf.is_empty() {
+            if head.expect_continue && head.framing != Framing::None && self.io.rbuf.is_empty() {
                 let head_req = HttpRequest {
                     method: head.method.clone(),
                     path: head.path.clone(),
@@ -267,14 +221,17 @@ impl Conn<'_> {
                 };
                 if let Some(resp) = self.ingress.gateway.answer_before_body(&head_req).await {
                     if let Ok(false) = self
+                        .io
                         .write_response(resp, head.minor, false, false, write_cap)
                         .await
                     {
-                        self.linger(LINGER_TIME).await;
+                        self.io.linger(LINGER_TIME).await;
                     }
                     return;
                 }
-                if send(&mut self.stream, &[b"HTTP/1.1 100 Continue\r\n\r\n"])
+                if self
+                    .io
+                    .send(&[b"HTTP/1.1 100 Continue\r\n\r\n"])
                     .await
                     .is_err()
                 {
@@ -282,6 +239,7 @@ impl Conn<'_> {
                 }
             }
             let body = match self
+                .io
                 .read_body(&head, io.max_body, io.body_timeout, &head_limits)
                 .await
             {
@@ -315,6 +273,7 @@ impl Conn<'_> {
             // balancer sends elsewhere.
             let keep = client_keep_alive && !*shutdown.borrow() && !crate::shutdown::draining();
             let written = self
+                .io
                 .write_response(resp, minor, head_only, keep, write_cap)
                 .await;
             if let Some(span) = span {
@@ -323,220 +282,12 @@ impl Conn<'_> {
             match written {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.linger(LINGER_TIME).await;
+                    self.io.linger(LINGER_TIME).await;
                     return;
                 }
                 Err(_) => return,
             }
         }
-    }
-
-    /// Read into `rbuf`; the buffer gets its memory with the first byte.
-    async fn fill(&mut self) -> std::io::Result<usize> {
-        if self.rbuf.capacity() == 0 {
-            let mut first = [0u8; 1];
-            let n = self.stream.read(&mut first).await?;
-            if n > 0 {
-                self.rbuf.reserve(READ_CHUNK);
-                self.rbuf.extend_from_slice(&first[..n]);
-            }
-            return Ok(n);
-        }
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-            self.rbuf.reserve(READ_CHUNK);
-        }
-        self.stream.read_buf(&mut self.rbuf).await
-    }
-
-    async fn read_head(
-        &mut self,
-        deadline: tokio::time::Instant,
-        limits: &HeadLimits,
-    ) -> Result<Head, NoHead> {
-        let mut scanned = 0;
-        loop {
-            let skip = h1::leading_empty_lines(&self.rbuf);
-            if skip > 0 {
-                self.rbuf.advance(skip);
-                scanned = 0;
-            }
-            if !self.rbuf.is_empty() {
-                h1::check_request_line(&mut self.rbuf).map_err(NoHead::Refused)?;
-                if let Some(end) = h1::find_head_end(&self.rbuf, scanned) {
-                    let head =
-                        h1::parse_head(&self.rbuf[..end], limits).map_err(NoHead::Refused)?;
-                    self.rbuf.advance(end);
-                    return Ok(head);
-                }
-                scanned = self.rbuf.len();
-                if self.rbuf.len() > limits.max_head_bytes() {
-                    return Err(NoHead::Refused(Refusal::new(
-                        431,
-                        "headers_too_large",
-                        format!(
-                            "Request Header Fields Too Large: at most {} headers and {} bytes",
-                            limits.max_headers, limits.max_header_bytes
-                        ),
-                    )));
-                }
-            }
-            match tokio::time::timeout_at(deadline, self.fill()).await {
-                Err(_) => return Err(NoHead::Timeout),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(NoHead::Closed),
-                Ok(Ok(_)) => {}
-            }
-        }
-    }
-
-    /// The whole body, `Ok(None)` when the client went away mid-body.
-    async fn read_body(
-        &mut self,
-        head: &Head,
-        limit: usize,
-        timeout: Duration,
-        limits: &HeadLimits,
-    ) -> Result<Option<bytes::Bytes>, Refusal> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let slow = || {
-            Refusal::new(
-                408,
-                "body_timeout",
-                "Request Timeout: the body did not arrive in time",
-            )
-        };
-        match head.framing {
-            Framing::None => Ok(Some(bytes::Bytes::new())),
-            Framing::Length(n) => {
-                // n <= limit, checked before. The buffer grows as the body
-                // arrives: a declared length alone does not reserve memory.
-                let n = n as usize;
-                let have = n.min(self.rbuf.len());
-                let mut body = Vec::with_capacity(n.min(have.max(4 * READ_CHUNK)));
-                body.extend_from_slice(&self.rbuf[..have]);
-                self.rbuf.advance(have);
-                while body.len() < n {
-                    if body.capacity() == body.len() {
-                        body.reserve((n - body.len()).min(body.len().max(4 * READ_CHUNK)));
-                    }
-                    let want = (n - body.len()).min(body.capacity() - body.len());
-                    let mut limited = (&mut self.stream).take(want as u64);
-                    match tokio::time::timeout_at(deadline, limited.read_buf(&mut body)).await {
-                        Err(_) => return Err(slow()),
-                        Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
-                        Ok(Ok(_)) => {}
-                    }
-                }
-                Ok(Some(bytes::Bytes::from(body)))
-            }
-            Framing::Chunked => {
-                let mut decoder = h1::Chunked::new(limits.max_header_bytes);
-                let mut body = Vec::new();
-                loop {
-                    match decoder.decode(&self.rbuf)? {
-                        h1::Step::Progress { consumed, data } => {
-                            // The data read plus what the current chunk still announces: a
-                            // chunk size over the limit is refused as soon as it is read.
-                            let announced = decoder.announced();
-                            if (body.len() + data.len()) as u64 + announced > limit as u64 {
-                                return Err(too_large(limit));
-                            }
-                            body.extend_from_slice(&self.rbuf[data]);
-                            self.rbuf.advance(consumed);
-                        }
-                        h1::Step::Done { consumed } => {
-                            self.rbuf.advance(consumed);
-                            return Ok(Some(bytes::Bytes::from(body)));
-                        }
-                        h1::Step::More => {
-                            match tokio::time::timeout_at(deadline, self.fill()).await {
-                                Err(_) => return Err(slow()),
-                                Ok(Ok(0)) | Ok(Err(_)) => return Ok(None),
-                                Ok(Ok(_)) => {}
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Write a response; `Ok(true)` when the connection may serve another.
-    async fn write_response(
-        &mut self,
-        mut resp: HttpResponse,
-        minor: u8,
-        head_only: bool,
-        keep_alive: bool,
-        write_cap: usize,
-    ) -> std::io::Result<bool> {
-        self.wbuf.clear();
-        let Some(mut rest) = resp.stream.take() else {
-            h1::write_head(
-                &mut self.wbuf,
-                minor,
-                resp.status,
-                &resp.headers,
-                BodyFraming::Length(resp.body.len()),
-                keep_alive,
-            );
-            if head_only {
-                send(&mut self.stream, &[&self.wbuf]).await?;
-            } else if resp.body.len() <= COPY_BODY_MAX
-                && self.wbuf.len() + resp.body.len() <= write_cap
-            {
-                // A small body is copied behind the head.
-                self.wbuf.extend_from_slice(&resp.body);
-                send(&mut self.stream, &[&self.wbuf]).await?;
-            } else {
-                // Head and body in one vectored write, the body not copied.
-                send(&mut self.stream, &[&self.wbuf, &resp.body]).await?;
-            }
-            return Ok(keep_alive);
-        };
-        // A stream: chunked framing (an HTTP/1.0 client reads to the close),
-        // each part written and flushed as it comes.
-        let chunked = minor >= 1;
-        let keep_alive = keep_alive && chunked;
-        let framing = if chunked {
-            BodyFraming::Chunked
-        } else {
-            BodyFraming::UntilClose
-        };
-        h1::write_head(
-            &mut self.wbuf,
-            minor,
-            resp.status,
-            &resp.headers,
-            framing,
-            keep_alive,
-        );
-        let mut part = resp.body;
-        loop {
-            if !part.is_empty() {
-                if chunked {
-                    let mut size = [0u8; 16];
-                    let n = hex(part.len(), &mut size);
-                    self.wbuf.extend_from_slice(&size[..n]);
-                    self.wbuf.extend_from_slice(b"\r\n");
-                    self.wbuf.extend_from_slice(&part);
-                    self.wbuf.extend_from_slice(b"\r\n");
-                } else {
-                    self.wbuf.extend_from_slice(&part);
-                }
-            }
-            if !self.wbuf.is_empty() {
-                send(&mut self.stream, &[&self.wbuf]).await?;
-                self.wbuf.clear();
-            }
-            match rest.recv().await {
-                Some(next) => part = next,
-                None => break,
-            }
-        }
-        if chunked {
-            send(&mut self.stream, &[b"0\r\n\r\n"]).await?;
-        }
-        Ok(keep_alive)
     }
 
     /// Answer a request the transport refused (with the JSON-RPC error body),
@@ -556,6 +307,7 @@ impl Conn<'_> {
         let head_only = head.is_some_and(|h| h.method == "HEAD");
         let bytes_out = resp.body.len() as u64;
         let written = self
+            .io
             .write_response(resp, minor, head_only, false, write_cap)
             .await;
         self.ingress.log_transport(TransportAnswer {
@@ -570,7 +322,7 @@ impl Conn<'_> {
             bytes_out,
         });
         if written.is_ok() {
-            self.linger(LINGER_TIME).await;
+            self.io.linger(LINGER_TIME).await;
         }
     }
 
@@ -582,7 +334,7 @@ impl Conn<'_> {
         crate::metrics::connection_closed(outcome);
         let status = resp.status;
         let bytes_out = resp.body.len() as u64;
-        let written = self.write_response(resp, 1, false, false, 1 << 14).await;
+        let written = self.io.write_response(resp, 1, false, false, 1 << 14).await;
         self.ingress.log_transport(TransportAnswer {
             method: "-",
             path: None,
@@ -595,31 +347,7 @@ impl Conn<'_> {
             bytes_out,
         });
         if written.is_ok() {
-            self.linger(REFUSED_LINGER_TIME).await;
-        }
-    }
-
-    /// Lingering close, as nginx does: send the answer's FIN, then keep
-    /// reading and discarding what the client still sends (the rest of a
-    /// body it is writing) for up to `time` and [`LINGER_BYTES`], so the
-    /// client reads the answer instead of a reset; then close.
-    async fn linger(&mut self, time: Duration) {
-        let _ = self.stream.flush().await;
-        let _ = AsyncWriteExt::shutdown(&mut self.stream).await;
-        let deadline = tokio::time::Instant::now() + time;
-        self.rbuf.clear();
-        let mut drained = 0usize;
-        while drained <= LINGER_BYTES {
-            if self.rbuf.capacity() < 1024 {
-                self.rbuf.reserve(READ_CHUNK);
-            }
-            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
-                Ok(Ok(n)) if n > 0 => {
-                    drained += n;
-                    self.rbuf.clear();
-                }
-                _ => break,
-            }
+            self.io.linger(REFUSED_LINGER_TIME).await;
         }
     }
 }
@@ -703,71 +431,4 @@ fn connection_refusal(full: Full) -> (HttpResponse, &'static str, String) {
     (resp, outcome, correlation)
 }
 
-/// Write `parts` and flush, within [`WRITE_TIMEOUT`]: a client that stops
-/// reading its answer does not hold the connection (and its task) forever.
-/// Two parts (a head and a body) go out in vectored writes: one `writev`
-/// when the socket takes them whole.
-async fn send(stream: &mut Stream, parts: &[&[u8]]) -> std::io::Result<()> {
-    let write = async {
-        match parts {
-            [head, body] => write_all_vectored(stream, head, body).await?,
-            _ => {
-                for part in parts {
-                    stream.write_all(part).await?;
-                }
-            }
-        }
-        stream.flush().await
-    };
-    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
-        Ok(r) => r,
-        Err(_) => {
-            crate::metrics::connection_closed("write_timeout");
-            Err(std::io::ErrorKind::TimedOut.into())
-        }
-    }
-}
-
-/// Write `head` then `body` whole, in as few vectored writes as the socket
-/// allows (a stream that does not write vectors takes them one at a time).
-async fn write_all_vectored(stream: &mut Stream, head: &[u8], body: &[u8]) -> std::io::Result<()> {
-    let mut slices = [std::io::IoSlice::new(head), std::io::IoSlice::new(body)];
-    let mut bufs: &mut [std::io::IoSlice<'_>] = &mut slices;
-    std::io::IoSlice::advance_slices(&mut bufs, 0);
-    while !bufs.is_empty() {
-        let n = stream.write_vectored(bufs).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        std::io::IoSlice::advance_slices(&mut bufs, n);
-    }
-    Ok(())
-}
-
-fn too_large(limit: usize) -> Refusal {
-    Refusal::new(
-        413,
-        "body_too_large",
-        crate::endpoint::body_too_large(limit).message,
-    )
-}
-
 use aap_core::context::new_correlation_id;
-
-/// `n` in lowercase hex into `out`; returns the digits written.
-fn hex(mut n: usize, out: &mut [u8; 16]) -> usize {
-    let mut tmp = [0u8; 16];
-    let mut i = 0;
-    loop {
-        tmp[i] = b"0123456789abcdef"[n & 15];
-        i += 1;
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    for (k, b) in tmp[..i].iter().rev().enumerate() {
-        out[k] = *b;
-    }
-    i
-}
