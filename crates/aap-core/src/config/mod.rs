@@ -326,6 +326,23 @@ pub struct ClusterConfig {
     pub dns_refresh_secs: u64,
 }
 
+impl ClusterConfig {
+    /// A cluster of `peers` with every connection setting at its default (what a
+    /// `[[clusters]]` entry that names only `name` and `peers` gets).
+    pub fn with_defaults(name: String, peers: Vec<String>) -> ClusterConfig {
+        ClusterConfig {
+            name,
+            peers,
+            connect_timeout_ms: defaults::default_connect_timeout(),
+            request_timeout_ms: defaults::default_request_timeout(),
+            health_check_interval_ms: defaults::default_health_interval(),
+            pool_size: defaults::default_pool_size(),
+            pool_idle_timeout_secs: defaults::default_pool_idle(),
+            dns_refresh_secs: defaults::default_dns_refresh(),
+        }
+    }
+}
+
 /// Where a forwarding backend sends: a `[[clusters]]` entry, or the
 /// backend's own inline `peers` and connection keys (an unnamed cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -396,16 +413,13 @@ impl BackendConfig {
         let [c, r, h] = k.timeouts;
         Some(match k.cluster {
             Some(name) => Upstream::Named(name.clone()),
-            None => Upstream::Inline(ClusterConfig {
-                name: String::new(),
-                peers: k.peers.to_vec(),
-                connect_timeout_ms: c.unwrap_or_else(defaults::default_connect_timeout),
-                request_timeout_ms: r.unwrap_or_else(defaults::default_request_timeout),
-                health_check_interval_ms: h.unwrap_or_else(defaults::default_health_interval),
-                pool_size: defaults::default_pool_size(),
-                pool_idle_timeout_secs: defaults::default_pool_idle(),
-                dns_refresh_secs: defaults::default_dns_refresh(),
-            }),
+            None => {
+                let mut inline = ClusterConfig::with_defaults(String::new(), k.peers.to_vec());
+                inline.connect_timeout_ms = c.unwrap_or(inline.connect_timeout_ms);
+                inline.request_timeout_ms = r.unwrap_or(inline.request_timeout_ms);
+                inline.health_check_interval_ms = h.unwrap_or(inline.health_check_interval_ms);
+                Upstream::Inline(inline)
+            }
         })
     }
 }
