@@ -56,8 +56,9 @@ pub enum Command {
     Run,
     /// Validate the configuration (and everything it loads) and exit.
     Check,
-    /// Benchmark baseline: a bare Pingora reverse proxy from --listen to
-    /// UPSTREAM (host:port), with no MCP processing.
+    /// Benchmark baseline: forward every HTTP/1.1 request from --listen to
+    /// UPSTREAM (host:port) through the gateway's own connection loop and
+    /// pooled client, with no MCP processing.
     #[command(hide = true)]
     Passthrough {
         #[arg(long)]

@@ -252,27 +252,29 @@ fn ingress_listener(addr: &str) -> ListenerConfig {
     ListenerConfig::tcp(addr).l4_buffer(L4BufferSettings::unbuffered())
 }
 
-/// The pass-through listener on `addr` with the configured write buffer.
-fn client_listener(addr: &str, server: &crate::config::ServerConfig) -> ListenerConfig {
-    ListenerConfig::tcp(addr)
-        .l4_buffer(L4BufferSettings::default().write(server.write_buffer_bytes))
-}
-
-/// The load script's baseline: same build, same listener settings, no MCP work.
+/// The load script's baseline (`passthrough --upstream HOST:PORT`): the
+/// gateway's own HTTP/1.1 connection loop and pooled upstream client
+/// forwarding to one upstream, with no MCP work (`crate::passthrough`), on
+/// the same listener settings and `server.threads` as the gateway.
 pub fn passthrough(listen: &str, upstream: &str, cfg: &crate::config::ServerConfig) -> ExitCode {
+    let app = match crate::passthrough::PassThrough::new(upstream, cfg.write_buffer_bytes) {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("aap-gateway: passthrough --upstream {upstream}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let conf = ServerConf {
         threads: cfg.threads,
+        // As `run`: Pingora's own timeouts on the runtime's timer, no timer thread.
+        fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..Default::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let mut svc = http_proxy_service(
-        &server.configuration,
-        crate::passthrough::PassThrough {
-            upstream: upstream.to_owned(),
-        },
-    );
-    svc.add_listener(client_listener(listen, cfg));
+    let mut svc =
+        pingora::services::listening::Service::new("aap-gateway passthrough".to_owned(), app);
+    svc.add_listener(ingress_listener(listen));
     server.add_service(svc);
     server.run_forever()
 }

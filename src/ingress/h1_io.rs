@@ -326,6 +326,23 @@ impl H1Io {
         Ok(keep_alive)
     }
 
+    /// Write only a response head whose body framing the caller names (the
+    /// answer to a HEAD relayed from elsewhere: the length of the body it
+    /// stands for); `Ok(true)` when the connection may serve another.
+    pub async fn write_head_only(
+        &mut self,
+        status: u16,
+        headers: &[(String, String)],
+        framing: BodyFraming,
+        minor: u8,
+        keep_alive: bool,
+    ) -> std::io::Result<bool> {
+        self.wbuf.clear();
+        h1::write_head(&mut self.wbuf, minor, status, headers, framing, keep_alive);
+        send(&mut self.stream, &[&self.wbuf]).await?;
+        Ok(keep_alive)
+    }
+
     /// Lingering close, as nginx does: send the answer's FIN, then keep
     /// reading and discarding what the client still sends (the rest of a
     /// body it is writing) for up to `time` and [`LINGER_BYTES`], so the

@@ -30,6 +30,7 @@ mod logs;
 mod metrics_scale;
 mod ops;
 mod outbox;
+mod passthrough;
 mod pipeline;
 mod protocol_details;
 mod publish;

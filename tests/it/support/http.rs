@@ -68,7 +68,9 @@ pub fn try_request(
     raw(port, &bytes)
 }
 
-fn read_response(s: &mut TcpStream) -> std::io::Result<Resp> {
+/// Read one response from `s` (by its `Content-Length`, else chunked or to
+/// the close): on a kept-alive connection, call it once per request sent.
+pub fn read_response(s: &mut TcpStream) -> std::io::Result<Resp> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
     let header_end;
