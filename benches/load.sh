@@ -3,7 +3,8 @@
 #   direct       wrk -> upstream (an aap-gateway serving the embedded dealer)
 #   nginx        wrk -> nginx (reverse proxy, keep-alive pool to the upstream) -> upstream:
 #                       the floor of one HTTP hop, for scale
-#   passthrough  wrk -> bare Pingora proxy (aap-gateway passthrough) -> upstream
+#   passthrough  wrk -> aap-gateway passthrough (the gateway's own HTTP/1.1 reader/writer and
+#                       pooled upstream client, no MCP work)                -> upstream
 #   relay        wrk -> gateway, kind = "relay" tenant (admission and mirror-header
 #                       normalization only, the AAP contract not applied) -> upstream
 #   full         wrk -> full gateway (kind = "mcp" backend: arguments and result
@@ -126,7 +127,7 @@ http {
       proxy_pass http://aap;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_set_header Host \$http_host;   # the client's Host, as the pass-through forwards it
+      proxy_set_header Host \$http_host;   # the client's Host (the gateways send the upstream's own; one short header either way)
     }
   }
 }
