@@ -280,14 +280,7 @@ fn read_one(s: &mut std::net::TcpStream) -> (String, Vec<u8>) {
         buf.extend_from_slice(&b[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .expect("content-length");
+    let len: usize = content_length(&head).expect("content-length");
     let mut body = buf[end + 4..].to_vec();
     while body.len() < len {
         let n = s.read(&mut b).unwrap();

@@ -5,7 +5,7 @@ use crate::support::*;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -22,15 +22,7 @@ impl PassThrough {
         let config = dir.join("gateway.toml");
         std::fs::write(&config, config_with("", "", "")).unwrap();
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{}", free_port()))
-            .arg("--state-dir")
-            .arg(&dir)
+        let child = gateway_command(&config, port, free_port(), &dir)
             .arg("passthrough")
             .arg("--upstream")
             .arg(format!("127.0.0.1:{upstream}"))
@@ -178,14 +170,7 @@ fn recording_upstream() -> (u16, mpsc::Receiver<String>) {
                 loop {
                     while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
                         let head = String::from_utf8_lossy(&got[..end + 4]).into_owned();
-                        let len = head
-                            .lines()
-                            .find_map(|l| {
-                                let (n, v) = l.split_once(':')?;
-                                n.eq_ignore_ascii_case("content-length")
-                                    .then(|| v.trim().parse::<usize>().ok())?
-                            })
-                            .unwrap_or(0);
+                        let len = content_length(&head).unwrap_or(0);
                         if got.len() < end + 4 + len {
                             break;
                         }

@@ -78,14 +78,7 @@ fn answering_peer() -> u16 {
                     got.extend_from_slice(&buf[..n]);
                     let text = String::from_utf8_lossy(&got).to_string();
                     if let Some(end) = text.find("\r\n\r\n") {
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                let (n, v) = l.split_once(':')?;
-                                n.eq_ignore_ascii_case("content-length")
-                                    .then(|| v.trim().parse::<usize>().ok())?
-                            })
-                            .unwrap_or(0);
+                        let len = content_length(&text[..end]).unwrap_or(0);
                         if got.len() >= end + 4 + len {
                             break;
                         }

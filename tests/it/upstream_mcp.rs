@@ -22,8 +22,9 @@ fn assert_search(sc: &Value) {
     assert_eq!(sc["data"]["vehicles"].as_array().unwrap().len(), 5);
 }
 
-#[test]
-fn headerless_modern_client_reaches_strict_server() {
+/// The strict PyPI server (it requires a bearer token) and a gateway in front of it on the
+/// 2026-07-28 revision, with that token.
+fn strict_peer_and_gateway() -> (Peer, Gateway) {
     let peer = Peer::start(
         PeerKind::StrictMcp,
         &[],
@@ -34,6 +35,12 @@ fn headerless_modern_client_reaches_strict_server() {
         "2026-07-28",
         "bearer_token = \"upstream-secret\"",
     ));
+    (peer, gw)
+}
+
+#[test]
+fn headerless_modern_client_reaches_strict_server() {
+    let (peer, gw) = strict_peer_and_gateway();
     // No MCP-Protocol-Version, Mcp-Method, Mcp-Name or Accept: the strict
     // server would answer -32020; the gateway fills them.
     let r = headerless_call(&gw, "aap_inventory_search", search_all());
@@ -684,16 +691,7 @@ fn wakeups(pid: u32) -> Vec<(String, u64)> {
 /// 100 times a second for the life of the process.
 #[test]
 fn an_idle_gateway_with_an_upstream_does_not_tick() {
-    let peer = Peer::start(
-        PeerKind::StrictMcp,
-        &[],
-        &[("AAP_MCP_TOKEN", "upstream-secret")],
-    );
-    let gw = Gateway::start_with(&mcp_backend(
-        &[peer.url()],
-        "2026-07-28",
-        "bearer_token = \"upstream-secret\"",
-    ));
+    let (_peer, gw) = strict_peer_and_gateway();
     for _ in 0..3 {
         let (err, sc) = gw.call_sc("aap_inventory_search", search_all());
         assert!(!err, "{sc}");

@@ -171,3 +171,12 @@ pub fn read_rest(s: &mut TcpStream, got: &mut Vec<u8>) -> String {
     }
     String::from_utf8_lossy(got).into_owned()
 }
+
+/// The `Content-Length` of a message head (its text up to the empty line), if it names one.
+pub fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse::<usize>().ok())?
+    })
+}

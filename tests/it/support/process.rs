@@ -91,6 +91,21 @@ pub fn config_with(tenant_extra: &str, backend_extra: &str, top_extra: &str) -> 
     out
 }
 
+/// The gateway binary with the flags every test process gets: its config, its listener and
+/// admin listener on loopback, and its state directory.
+pub fn gateway_command(config: &Path, port: u16, admin: u16, state: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_aap-gateway"));
+    c.arg("--config")
+        .arg(config)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--admin-listen")
+        .arg(format!("127.0.0.1:{admin}"))
+        .arg("--state-dir")
+        .arg(state);
+    c
+}
+
 pub struct Gateway {
     pub child: Option<Child>,
     pub port: u16,
@@ -153,15 +168,7 @@ impl Gateway {
             }
             _ => config,
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_aap-gateway"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{admin}"))
-            .arg("--state-dir")
-            .arg(&state)
+        let child = gateway_command(&config, port, admin, &state)
             .args(extra)
             .env("AAP_ADMIN_TOKEN", ADMIN_TOKEN)
             .envs(env.iter().copied())
