@@ -92,7 +92,7 @@ load() { # seconds: the load, its output in $WORK/out
 load 2  # warm up: connection pools, allocator arenas, caches
 if [ "${SYSCALLS:-0}" = 1 ]; then
   CALLS=read,recvfrom,recvmsg,readv,write,writev,sendto,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,sched_yield,getpeername,getsockopt,setsockopt,accept4,close,ioctl,madvise,mmap,munmap,brk,timerfd_settime,nanosleep
-  perf stat -x, -e "context-switches,cpu-migrations,$(echo "$CALLS" | sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g')" -p "$FULLPID" -o "$WORK/stat.csv" -- sleep "$DUR" 2>/dev/null &
+  perf stat -x, -e "context-switches,cpu-migrations,page-faults,$(echo "$CALLS" | sed 's/\([a-z_0-9]*\)/syscalls:sys_enter_\1/g')" -p "$FULLPID" -o "$WORK/stat.csv" -- sleep "$DUR" 2>/dev/null &
   PERF=$!
   threads > "$WORK/threads0"; g0=$(ticks "$FULLPID")
   load "$DUR"
