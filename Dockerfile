@@ -28,7 +28,7 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 # that are really compiled. The member list is the glob in MEMBERS: a new
 # member under crates/ needs no change here, one elsewhere is added to it.
 # (Hand-written rather than cargo-chef: that tool is not packaged in Debian,
-# and compiling it from crates.io would be part of every cold CI build.)
+# and compiling it from the crates registry would be part of every cold CI build.)
 FROM ${BUILDER_IMAGE} AS plan
 WORKDIR /ctx
 COPY . .
@@ -72,7 +72,7 @@ WORKDIR /src
 # Dependencies only, from the manifests and stand-ins: reused as long as no
 # Cargo.toml or Cargo.lock changes.
 COPY --from=plan /plan/ ./
-# Optional build secret `cacerts`: a CA bundle for reaching crates.io through
+# Optional build secret `cacerts`: a CA bundle for reaching the crates registry through
 # a TLS-inspecting egress proxy (CI here passes the host's bundle:
 # --secret id=cacerts,src=/etc/ssl/certs/ca-certificates.crt). Not stored in
 # any layer; without it cargo uses the image's own CA store.

@@ -17,12 +17,31 @@
 # The Dockerfile uses that image for both stages when built with
 #   --build-arg BUILDER_IMAGE=localhost/debian-base:bookworm
 #   --build-arg RUNTIME_IMAGE=localhost/debian-base:bookworm
-# (see docs/container.md). AAP_BASE_IMAGE, AAP_DEBIAN_MIRROR and
-# AAP_DEBIAN_SECURITY_MIRROR override the image name and the mirrors.
+# (see docs/container.md). The mirrors are the ones this machine's apt uses (the first
+# source listing the suite bookworm, and bookworm-security); AAP_BASE_IMAGE,
+# AAP_DEBIAN_MIRROR and AAP_DEBIAN_SECURITY_MIRROR override the image name and the mirrors.
 set -euo pipefail
 BASE_IMAGE="${AAP_BASE_IMAGE:-localhost/debian-base:bookworm}"
-MIRROR="${AAP_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-SECURITY_MIRROR="${AAP_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
+# The URI of the host's first apt source that lists suite $1 (deb822 .sources files, then
+# one-line sources.list entries).
+host_mirror() {
+  local uri
+  uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v s="$1" '
+    /^[ \t]*$/ {u = ""}
+    /^URIs:/ {u = $2}
+    /^Suites:/ {for (i = 2; i <= NF; i++) if ($i == s && u != "") {print u; exit}}')
+  if [ -z "$uri" ]; then
+    uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      awk -v s="$1" '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^(https?|file):/ && $(i + 1) == s) {print $i; exit}}')
+  fi
+  printf '%s' "$uri"
+}
+MIRROR="${AAP_DEBIAN_MIRROR:-$(host_mirror bookworm)}"
+SECURITY_MIRROR="${AAP_DEBIAN_SECURITY_MIRROR:-$(host_mirror bookworm-security)}"
+if [ -z "$MIRROR" ] || [ -z "$SECURITY_MIRROR" ]; then
+  echo "[container-base] no apt source for bookworm (or bookworm-security) on this machine: set AAP_DEBIAN_MIRROR and AAP_DEBIAN_SECURITY_MIRROR" >&2
+  exit 2
+fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 

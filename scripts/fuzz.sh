@@ -8,7 +8,7 @@
 #
 # The machine has only the stable toolchain; cargo-fuzz needs nightly
 # compiler flags, so they are unlocked with RUSTC_BOOTSTRAP=1. cargo-fuzz is
-# installed from crates.io when missing. Called by scripts/test.sh when
+# installed from the crates registry when missing. Called by scripts/test.sh when
 # AAP_TEST_LONG=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +23,7 @@ if ! command -v c++ >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq g++ >/dev/null
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "== installing cargo-fuzz (crates.io)"
+  echo "== installing cargo-fuzz (from the crates registry)"
   cargo install cargo-fuzz --locked
 fi
 

@@ -1,4 +1,4 @@
-//! The official Rust MCP SDK (`rmcp`, crates.io) as a client of the real
+//! The official Rust MCP SDK (`rmcp`, from the crates registry) as a client of the real
 //! gateway binary over Streamable HTTP.
 //!
 //! Revision: rmcp 3.11 speaks MCP 2026-07-28, so the client starts with
