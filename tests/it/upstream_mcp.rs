@@ -708,3 +708,62 @@ fn an_idle_gateway_with_an_upstream_does_not_tick() {
     // the outbox poll: a handful a second. A 10 ms tick alone would be 200.
     assert!(woke < 80, "{woke} wake-ups in 2 s idle: {after:?}");
 }
+
+/// An upstream that answers each request (read to its Content-Length) with the next of
+/// `answers`, raw bytes as they are, then closes the connection.
+fn raw_upstream(answers: Vec<&'static str>) -> u16 {
+    use std::io::{Read, Write};
+    let l = listener();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut answers = answers.into_iter();
+        for stream in l.incoming() {
+            let Ok(mut s) = stream else { return };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let complete = loop {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                if n == 0 {
+                    break false; // the gateway's TCP health check
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let len = content_length(&String::from_utf8_lossy(&buf[..end])).unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    break true;
+                }
+            };
+            if !complete {
+                continue;
+            }
+            let Some(answer) = answers.next() else { return };
+            s.write_all(answer.as_bytes()).ok();
+        }
+    });
+    port
+}
+
+/// An upstream answer the gateway cannot delimit (RFC 9112 §6.3) fails the call as a dropped
+/// connection does: 504, -32012, and nothing of the answer in the client's error.
+#[test]
+fn an_upstream_answer_that_cannot_be_delimited_is_a_504() {
+    let answers = vec![
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nsecret",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n6\nsecret\r\n0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"secret\"",
+        "HTTP/1.1 2OO OK\r\nContent-Type: application/json\r\n\r\nsecret",
+    ];
+    let port = raw_upstream(answers.clone());
+    let cfg = forwarding_config(&format!(
+        "kind = \"mcp\"\npeers = [\"http://127.0.0.1:{port}\"]\nrevision = \"2026-07-28\"\nrequest_timeout_ms = 3000\n"
+    ));
+    let gw = Gateway::start_with(&cfg);
+    for answer in &answers {
+        let r = gw.call("aap_inventory_search", search_all());
+        assert_eq!(r.status, 504, "{answer:?}: {}", r.text());
+        assert_eq!(r.error_code(), -32012, "{answer:?}");
+        assert!(!r.text().contains("secret"), "{}", r.text());
+    }
+}
