@@ -23,6 +23,7 @@ use crate::ingress::h1_io::{too_large, H1Io, HeadWait, NoHead, LINGER_TIME};
 use crate::series::ClusterMetrics;
 use crate::upstream::client::{Client, Request};
 use crate::upstream::cluster::Registry;
+use crate::upstream::hop::{connection_options, is_hop_by_hop};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use pingora::apps::ServerApp;
@@ -236,33 +237,12 @@ fn announced(headers: &[(String, String)]) -> BodyFraming {
     }
 }
 
-/// Headers that belong to one connection (RFC 9110 §7.6.1), or that the
-/// pass-through or the upstream client sets for the next hop itself.
-fn is_hop_by_hop(name: &str) -> bool {
-    const HOP: [&str; 8] = [
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
-        "host",
-        "content-length",
-    ];
-    HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
-        || name
-            .get(..6)
-            .is_some_and(|p| p.eq_ignore_ascii_case("proxy-"))
-}
-
-/// The field names a `Connection` header lists (lowercased): hop-by-hop too.
-fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<String> {
-    values
-        .flat_map(|v| v.split(|&b| b == b','))
-        .filter_map(|t| std::str::from_utf8(t).ok())
-        .map(|t| t.trim_matches([' ', '\t']).to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect()
+/// Hop-by-hop fields, and those the pass-through or the upstream client sets for the next hop
+/// itself.
+fn stays_behind(name: &str) -> bool {
+    is_hop_by_hop(name)
+        || name.eq_ignore_ascii_case("host")
+        || name.eq_ignore_ascii_case("content-length")
 }
 
 /// The client's end-to-end request headers (names are lowercase from the
@@ -277,7 +257,7 @@ fn request_headers(headers: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
     );
     headers
         .into_iter()
-        .filter(|(n, _)| !is_hop_by_hop(n) && n != "expect" && !named.iter().any(|c| c == n))
+        .filter(|(n, _)| !stays_behind(n) && n != "expect" && !named.iter().any(|c| c == n))
         .filter_map(|(n, v)| Some((n, String::from_utf8(v).ok()?)))
         .collect()
 }
@@ -290,7 +270,7 @@ fn response_headers(mut headers: Vec<(String, String)>) -> Vec<(String, String)>
             .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
             .map(|(_, v)| v.as_bytes()),
     );
-    headers.retain(|(n, _)| !is_hop_by_hop(n) && !named.iter().any(|c| n.eq_ignore_ascii_case(c)));
+    headers.retain(|(n, _)| !stays_behind(n) && !named.iter().any(|c| n.eq_ignore_ascii_case(c)));
     headers
 }
 

@@ -5,6 +5,7 @@ pub mod a2a;
 pub mod client;
 pub mod cluster;
 pub mod embedded;
+pub mod hop;
 pub mod inventory;
 pub mod mcp;
 pub mod relay;

@@ -10,6 +10,7 @@
 //! fill an omitted `MCP-Protocol-Version`).
 
 use super::client::{Client, Request, StreamedBody};
+use super::hop;
 use crate::backend::BackendError;
 use crate::context::RequestCtx;
 use crate::error::Failure;
@@ -62,19 +63,6 @@ impl std::fmt::Debug for Relay {
     }
 }
 
-/// Headers that belong to one hop (RFC 9110 §7.6.1), in either direction.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-];
-
 /// Request headers the relay sets itself or keeps from the upstream.
 const NOT_FORWARDED: [&str; 3] = [
     "content-length",
@@ -85,8 +73,9 @@ const NOT_FORWARDED: [&str; 3] = [
     "origin",
 ];
 
+/// Hop-by-hop fields ([`hop`]) and the Host, which the client sets per peer.
 fn is_hop_header(name: &str) -> bool {
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+    hop::is_hop_by_hop(name) || name.eq_ignore_ascii_case("host")
 }
 
 impl Relay {
@@ -325,13 +314,7 @@ fn handshake_version(body: &[u8]) -> Option<String> {
 /// headers (including those the client's `Connection` names), the Host,
 /// the framing and the client's own credential.
 fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
-    let named: Vec<String> = req
-        .header_all("connection")
-        .filter_map(|v| std::str::from_utf8(v).ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let named = hop::connection_options(req.header_all("connection"));
     req.headers
         .iter()
         .filter(|(n, _)| {
