@@ -383,13 +383,14 @@ impl Client {
     }
 
     /// Connect to peer `i` (or take an idle connection to it) and write the
-    /// whole request; the answer is for a [`ReplyReader`] to read.
+    /// whole request; the answer, from the address returned, is for a
+    /// [`ReplyReader`] to read.
     async fn connect_and_write(
         &self,
         i: usize,
         req: &Request<'_>,
         span: Option<&ClientSpan>,
-    ) -> Result<Stream, Failure> {
+    ) -> Result<(Stream, SocketAddr), Failure> {
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
@@ -457,7 +458,7 @@ impl Client {
         .await;
         // A connection that failed is dropped (closed), never pooled.
         match written {
-            Ok(Ok(())) => Ok(stream),
+            Ok(Ok(())) => Ok((stream, spec.addr)),
             Ok(Err(why)) => Err(Failure::NotDelivered(format!(
                 "write to {}: {}",
                 spec.addr,
@@ -517,15 +518,12 @@ impl Client {
         // No timeout per read: the whole answer is bounded by `deadline`
         // (from `started`, before any read), which always ends first, and
         // each per-read timeout was one more timer entry per request.
-        let stream = self.connect_and_write(i, req, span).await?;
-        let spec = &self
-            .peer(i)
-            .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
+        let (stream, addr) = self.connect_and_write(i, req, span).await?;
         let deadline = started + self.cfg.request_timeout;
         let mut reader = ReplyReader::new(stream);
         let read = tokio::time::timeout_at(deadline, async {
             let mut reply = reader
-                .read_head(req.method, spec.addr, &self.answer_size)
+                .read_head(req.method, addr, &self.answer_size)
                 .await?;
             let done = reader
                 .read_body(&mut reply, complete, &self.answer_size)
@@ -535,16 +533,16 @@ impl Client {
         .await;
         match read {
             Ok(Ok((reply, done))) => {
-                self.mark_ok(&spec.addr);
+                self.mark_ok(&addr);
                 if done && req.retryable {
                     self.release(reader, (i, !req.retryable));
                 }
                 Ok(reply)
             }
-            Ok(Err(why)) => Err(Failure::Uncertain(format!("{}: {why}", spec.addr))),
+            Ok(Err(why)) => Err(Failure::Uncertain(format!("{}: {why}", addr))),
             Err(_) => Err(Failure::Uncertain(format!(
                 "{}: no answer within {:?}",
-                spec.addr, self.cfg.request_timeout
+                addr, self.cfg.request_timeout
             ))),
         }
     }

@@ -42,11 +42,12 @@ const MIN_READ: usize = 4096;
 const MAX_FIRST_READ: usize = 256 * 1024;
 
 /// How the body of the answer being read is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum Framing {
     /// This many bytes are still to come.
     Length(usize),
-    Chunked,
+    /// The chunked coding, decoded as it arrives.
+    Chunked(Chunked),
     UntilClose,
 }
 
@@ -79,7 +80,6 @@ pub(super) struct ReplyReader {
     stream: Stream,
     buf: BytesMut,
     framing: Framing,
-    chunked: Option<Chunked>,
     keep_alive: bool,
     /// The body has been read to its end.
     done: bool,
@@ -93,7 +93,6 @@ impl ReplyReader {
             stream,
             buf: BytesMut::new(),
             framing: Framing::UntilClose,
-            chunked: None,
             keep_alive: false,
             done: false,
             seen: 0,
@@ -223,8 +222,7 @@ impl ReplyReader {
             close |= length.is_some();
             let last = te.rsplit(',').next().unwrap_or("").trim();
             if last.eq_ignore_ascii_case("chunked") {
-                self.chunked = Some(Chunked::new(MAX_TRAILER_BYTES));
-                Framing::Chunked
+                Framing::Chunked(Chunked::new(MAX_TRAILER_BYTES))
             } else {
                 close = true;
                 Framing::UntilClose
@@ -239,7 +237,7 @@ impl ReplyReader {
             Framing::UntilClose
         };
         self.keep_alive = !close;
-        self.done = self.framing == Framing::Length(0);
+        self.done = matches!(self.framing, Framing::Length(0));
         Ok(())
     }
 
@@ -253,7 +251,7 @@ impl ReplyReader {
         hint: &SizeHint,
     ) -> Result<bool, String> {
         let complete = complete.filter(|_| reply.is_event_stream());
-        if let (Framing::Length(n), None) = (self.framing, complete) {
+        if let (&Framing::Length(n), None) = (&self.framing, complete) {
             // The common case: the body is a slice of the buffer the head came in.
             if self.buf.len() < n {
                 self.buf.reserve(n - self.buf.len());
@@ -293,31 +291,30 @@ impl ReplyReader {
             if self.done {
                 return Ok(None);
             }
-            match self.framing {
+            match &mut self.framing {
                 Framing::Length(0) => {
                     self.done = true;
                     return Ok(None);
                 }
                 Framing::Length(left) if !self.buf.is_empty() => {
-                    let n = left.min(self.buf.len());
-                    self.framing = Framing::Length(left - n);
+                    let n = (*left).min(self.buf.len());
+                    *left -= n;
                     return Ok(Some(self.buf.split_to(n).freeze()));
                 }
                 Framing::UntilClose if !self.buf.is_empty() => {
                     return Ok(Some(self.buf.split().freeze()));
                 }
-                Framing::Chunked if !self.buf.is_empty() => {
-                    if let Some(piece) = self.decode_chunks()? {
-                        return Ok(Some(piece));
-                    }
-                    if self.done {
-                        return Ok(None);
+                Framing::Chunked(decoder) if !self.buf.is_empty() => {
+                    let (piece, ended) = decode_chunks(decoder, &mut self.buf)?;
+                    self.done = ended;
+                    if piece.is_some() || ended {
+                        return Ok(piece);
                     }
                 }
                 _ => {}
             }
             if self.fill().await? == 0 {
-                if self.framing == Framing::UntilClose {
+                if matches!(self.framing, Framing::UntilClose) {
                     self.done = true;
                     return Ok(None);
                 }
@@ -326,34 +323,33 @@ impl ReplyReader {
         }
     }
 
-    /// Decode what the buffer holds of a chunked body: the data found, `None` when more bytes
-    /// are needed or the body ended (`done`).
-    fn decode_chunks(&mut self) -> Result<Option<Bytes>, String> {
-        let Some(decoder) = self.chunked.as_mut() else {
-            return Err("no chunked decoder".into());
-        };
-        let mut data = BytesMut::new();
-        loop {
-            match decoder.decode(&self.buf).map_err(|e| e.to_string())? {
-                Step::Progress { consumed, data: r } => {
-                    data.extend_from_slice(&self.buf[r]);
-                    self.buf.advance(consumed);
-                }
-                Step::Done { consumed } => {
-                    self.buf.advance(consumed);
-                    self.done = true;
-                    break;
-                }
-                Step::More => break,
-            }
-        }
-        Ok((!data.is_empty()).then(|| data.freeze()))
-    }
-
     /// The connection, when its answer was read to its end and it may carry another request.
     pub(super) fn into_reusable(self) -> Option<Stream> {
         (self.done && self.keep_alive && self.buf.is_empty()).then_some(self.stream)
     }
+}
+
+/// Decode what `buf` holds of a chunked body (consumed from it): the data found (`None` for none
+/// yet), and whether the body ended.
+fn decode_chunks(
+    decoder: &mut Chunked,
+    buf: &mut BytesMut,
+) -> Result<(Option<Bytes>, bool), String> {
+    let mut data = BytesMut::new();
+    let ended = loop {
+        match decoder.decode(buf).map_err(|e| e.to_string())? {
+            Step::Progress { consumed, data: r } => {
+                data.extend_from_slice(&buf[r]);
+                buf.advance(consumed);
+            }
+            Step::Done { consumed } => {
+                buf.advance(consumed);
+                break true;
+            }
+            Step::More => break false,
+        }
+    };
+    Ok(((!data.is_empty()).then(|| data.freeze()), ended))
 }
 
 #[cfg(test)]

@@ -72,11 +72,7 @@ impl Client {
         span: Option<&crate::telemetry::ClientSpan>,
     ) -> Result<Streamed, Failure> {
         let started = tokio::time::Instant::now();
-        let stream = self.connect_and_write(i, req, span).await?;
-        let addr = self
-            .peer(i)
-            .map(|p| p.addr)
-            .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
+        let (stream, addr) = self.connect_and_write(i, req, span).await?;
         let mut reader = ReplyReader::new(stream);
         let deadline = started + self.cfg.request_timeout;
         let head = match tokio::time::timeout_at(
