@@ -8,7 +8,7 @@
 
 use crate::support::*;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -67,22 +67,8 @@ fn answering_peer() -> u16 {
             let Ok(mut s) = s else { break };
             std::thread::spawn(move || {
                 s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                let mut got = Vec::new();
-                let mut buf = [0u8; 4096];
-                // Read the head and a Content-Length body.
-                loop {
-                    let n = match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    got.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&got).to_string();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len = content_length(&text[..end]).unwrap_or(0);
-                        if got.len() >= end + 4 + len {
-                            break;
-                        }
-                    }
+                if read_request(&mut s).is_none() {
+                    return;
                 }
                 let body = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"public"}}"#;
                 let resp = format!(

@@ -559,37 +559,16 @@ fn sse_progress_reaches_the_client_before_the_upstream_finishes() {
 /// A loopback HTTP upstream that answers each tools/call with the next of
 /// `payloads` as `structuredContent`, written verbatim into the frame.
 fn canned_upstream(payloads: Vec<String>) -> (u16, std::thread::JoinHandle<()>) {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = listener();
     let port = l.local_addr().unwrap().port();
     let serve = std::thread::spawn(move || {
         let mut payloads = payloads.into_iter();
         for stream in l.incoming() {
             let mut s = stream.unwrap();
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            // Read the head, then as many body bytes as Content-Length says.
-            // The gateway's TCP health check connects and closes: skip it.
-            let body = loop {
-                let n = s.read(&mut chunk).unwrap_or(0);
-                if n == 0 {
-                    break None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map(|v| v.trim().parse().unwrap())
-                    .unwrap_or(0);
-                if buf.len() >= end + 4 + len {
-                    break Some(buf[end + 4..end + 4 + len].to_vec());
-                }
+            let Some((_, body)) = read_request(&mut s) else {
+                continue;
             };
-            let Some(body) = body else { continue };
             let Some(payload) = payloads.next() else {
                 return;
             };
@@ -712,30 +691,14 @@ fn an_idle_gateway_with_an_upstream_does_not_tick() {
 /// An upstream that answers each request (read to its Content-Length) with the next of
 /// `answers`, raw bytes as they are, then closes the connection.
 fn raw_upstream(answers: Vec<&'static str>) -> u16 {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let l = listener();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         let mut answers = answers.into_iter();
         for stream in l.incoming() {
             let Ok(mut s) = stream else { return };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let complete = loop {
-                let n = s.read(&mut chunk).unwrap_or(0);
-                if n == 0 {
-                    break false; // the gateway's TCP health check
-                }
-                buf.extend_from_slice(&chunk[..n]);
-                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let len = content_length(&String::from_utf8_lossy(&buf[..end])).unwrap_or(0);
-                if buf.len() >= end + 4 + len {
-                    break true;
-                }
-            };
-            if !complete {
+            if read_request(&mut s).is_none() {
                 continue;
             }
             let Some(answer) = answers.next() else { return };

@@ -180,3 +180,25 @@ pub fn content_length(head: &str) -> Option<usize> {
             .then(|| v.trim().parse::<usize>().ok())?
     })
 }
+
+/// One request read from `s`: its head (up to the empty line) and its `Content-Length` body;
+/// `None` when the peer closes first (the gateway's TCP health check connects and closes).
+pub fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        let len = content_length(&head).unwrap_or(0);
+        if buf.len() >= end + 4 + len {
+            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
+        }
+    }
+}
