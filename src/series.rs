@@ -10,6 +10,24 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// `Debug` (the name only: the series print as the registry's text) and `Default` (every
+/// series at zero, the type's `new()`) for a set of series.
+macro_rules! series_set {
+    ($name:ident) => {
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> $name {
+                $name::new()
+            }
+        }
+    };
+}
+
 /// Every Prometheus family the gateway crate records.
 #[derive(Clone)]
 pub struct GatewayMetrics {
@@ -20,17 +38,7 @@ pub struct GatewayMetrics {
     pub h2: Arc<H2Metrics>,
 }
 
-impl std::fmt::Debug for GatewayMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayMetrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for GatewayMetrics {
-    fn default() -> GatewayMetrics {
-        GatewayMetrics::new()
-    }
-}
+series_set!(GatewayMetrics);
 
 impl GatewayMetrics {
     /// Every family, at zero, registered nowhere.
@@ -112,17 +120,7 @@ pub struct ClusterMetrics {
     pub label_users: Mutex<HashMap<String, usize>>,
 }
 
-impl std::fmt::Debug for ClusterMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterMetrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for ClusterMetrics {
-    fn default() -> ClusterMetrics {
-        ClusterMetrics::new()
-    }
-}
+series_set!(ClusterMetrics);
 
 impl ClusterMetrics {
     pub fn new() -> ClusterMetrics {
@@ -189,17 +187,7 @@ pub struct TenantFileMetrics {
     pub applies: IntCounterVec,
 }
 
-impl std::fmt::Debug for TenantFileMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TenantFileMetrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for TenantFileMetrics {
-    fn default() -> TenantFileMetrics {
-        TenantFileMetrics::new()
-    }
-}
+series_set!(TenantFileMetrics);
 
 impl TenantFileMetrics {
     pub fn new() -> TenantFileMetrics {
@@ -232,17 +220,7 @@ pub struct OutboxMetrics {
     pub oldest: IntGauge,
 }
 
-impl std::fmt::Debug for OutboxMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutboxMetrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for OutboxMetrics {
-    fn default() -> OutboxMetrics {
-        OutboxMetrics::new()
-    }
-}
+series_set!(OutboxMetrics);
 
 impl OutboxMetrics {
     pub fn new() -> OutboxMetrics {
@@ -276,17 +254,7 @@ pub struct StoreMetrics {
     pub errors: IntCounter,
 }
 
-impl std::fmt::Debug for StoreMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreMetrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for StoreMetrics {
-    fn default() -> StoreMetrics {
-        StoreMetrics::new()
-    }
-}
+series_set!(StoreMetrics);
 
 impl StoreMetrics {
     /// Both counters at zero, registered nowhere (an offline reader's).
@@ -317,17 +285,7 @@ pub struct H2Metrics {
     pub working: IntGauge,
 }
 
-impl std::fmt::Debug for H2Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("H2Metrics").finish_non_exhaustive()
-    }
-}
-
-impl Default for H2Metrics {
-    fn default() -> H2Metrics {
-        H2Metrics::new()
-    }
-}
+series_set!(H2Metrics);
 
 impl H2Metrics {
     /// Every series at zero, registered nowhere.
