@@ -131,8 +131,7 @@ where
                                      "pagination": {"limit": 1 + opened % 50}}}),
             )
             .to_string();
-            // JSON only: a client that accepts SSE has its tool call run in a task of its
-            // own that outlives the request (so a lead is never abandoned half-way).
+            // JSON only: the answer is one body, so the streams measured are the requests'.
             let req = http::Request::builder()
                 .method("POST")
                 .uri(format!("https://127.0.0.1:{port}{ENDPOINT}"))

@@ -26,7 +26,11 @@ use crate::trace::Phase;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use serde_json::{json, Map, Value};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// The MCP binding of one tenant: what only MCP has (built from config, immutable; a reload
@@ -672,16 +676,29 @@ impl Mcp<'_> {
                 .await;
             return tool_answer(done, ctx.rev, out).map(Answer::Tool);
         }
-        // The upstream may send notifications before its result: run the
-        // call in its own task and stream as soon as the first one arrives.
-        // Without notifications the answer is the same as without SSE.
+        // The upstream may send notifications before its result: stream as
+        // soon as the first one arrives. A read runs in this task until then
+        // (most calls send none and are answered here, with no task spawned
+        // and no hand-off between threads); only a call that streams moves,
+        // boxed and part-run, into a task of its own that outlives this
+        // handler. A write runs in its own task from the start, so that it
+        // completes even if the client goes away (a lead is never abandoned
+        // half-way). Without notifications the answer is the same as without
+        // SSE; a panic in the call is answered as an internal error.
         let (tx, mut events) = tokio::sync::mpsc::channel(EVENT_BUFFER);
         forward.events = Some(tx);
         let contract = self.ep.contract.clone();
         let args = arguments.into_owned();
         let scope = caller.scope.to_owned();
-        let mut call =
-            tokio::spawn(async move { contract.execute(skill, &args, &scope, &forward).await });
+        let run =
+            AssertUnwindSafe(async move { contract.execute(skill, &args, &scope, &forward).await })
+                .catch_unwind();
+        let mut call: Pin<Box<dyn Future<Output = CallDone> + Send>> = if skill.is_read() {
+            Box::pin(run.map(|done| done.map_err(drop)))
+        } else {
+            let task = tokio::spawn(run);
+            Box::pin(async move { task.await.map_err(drop).and_then(|done| done.map_err(drop)) })
+        };
         let first = tokio::select! {
             biased;
             done = &mut call => {
@@ -704,6 +721,8 @@ impl Mcp<'_> {
             Some(first) = events.recv() => first,
         };
         out.outcome = "stream".into();
+        // From here the call runs beside the stream, in a task of its own.
+        let call = tokio::spawn(call);
         let (btx, brx) = tokio::sync::mpsc::channel(EVENT_BUFFER);
         let _ = btx.try_send(sse_event(&first));
         let finisher = StreamFinish {
@@ -738,7 +757,11 @@ impl Mcp<'_> {
             }
             // The access line was written when the stream started (outcome `stream`); the
             // final answer goes to the client only.
-            let done = call.await.map_err(|_| call_task_failed());
+            let done = call
+                .await
+                .map_err(drop)
+                .and_then(|done| done)
+                .map_err(|()| call_task_failed());
             let answer = done
                 .and_then(|d| tool_outcome(d, finisher.rev))
                 .map(|(result, _outcome)| result);
@@ -812,6 +835,9 @@ fn sse_frame(message: &[u8]) -> Bytes {
     s.extend_from_slice(b"\n\n");
     Bytes::from(s)
 }
+
+/// A tool call's outcome; `Err(())` when the call panicked.
+type CallDone = Result<Result<ToolOutcome, UpstreamFault>, ()>;
 
 fn call_task_failed() -> RpcError {
     RpcError::of(Failure::Internal,
