@@ -3,10 +3,9 @@
 
 use crate::support::*;
 use serde_json::json;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A running `aap-gateway passthrough --upstream 127.0.0.1:UPSTREAM`; killed on drop.
@@ -151,51 +150,6 @@ fn answers_match_a_direct_call_over_one_kept_alive_connection() {
         text.ends_with("\r\n\r\n"),
         "no body after a HEAD's head: {text}"
     );
-}
-
-/// A stand-in upstream: answers every request on a connection with a fixed
-/// answer that carries hop-by-hop headers, and reports each request head.
-fn recording_upstream() -> (u16, mpsc::Receiver<String>) {
-    let l = listener();
-    let port = l.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { break };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-                let mut got = Vec::new();
-                let mut buf = [0u8; 4096];
-                loop {
-                    while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&got[..end + 4]).into_owned();
-                        let len = content_length(&head).unwrap_or(0);
-                        if got.len() < end + 4 + len {
-                            break;
-                        }
-                        got.drain(..end + 4 + len);
-                        // A HEAD's answer has the GET's length and no body.
-                        let body = if head.starts_with("HEAD ") { "" } else { "ok" };
-                        tx.send(head).ok();
-                        let answer = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-                            Connection: X-Up-Secret\r\nX-Up-Secret: 1\r\nKeep-Alive: timeout=5\r\n\
-                            Proxy-Agent: stand-in\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\n{body}"
-                        );
-                        if s.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => got.extend_from_slice(&buf[..n]),
-                    }
-                }
-            });
-        }
-    });
-    (port, rx)
 }
 
 #[test]

@@ -222,3 +222,22 @@ fn an_unreachable_upstream_is_a_typed_502() {
     assert_eq!(r.status, 405);
     assert_eq!(r.header("allow"), Some("POST, GET, DELETE"));
 }
+
+/// Hop-by-hop fields of the upstream's answer, and those its `Connection` names, stay on the
+/// upstream's hop (RFC 9110 §7.6.1); its end-to-end fields reach the client.
+#[test]
+fn the_upstreams_hop_by_hop_fields_stay_on_its_hop() {
+    let (up, heads) = recording_upstream();
+    let gw = Gateway::start_with(&relay_backend(&[format!("http://127.0.0.1:{up}")], ""));
+    let r = gw.rpc(&[], &modern("tools/list", json!({})));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.body, b"ok");
+    assert_eq!(r.header("x-kept"), Some("yes"));
+    for gone in ["x-up-secret", "keep-alive", "proxy-agent"] {
+        assert_eq!(r.header(gone), None, "{gone} reached the client: {r:?}");
+    }
+    let head = heads
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert!(head.starts_with("POST /mcp HTTP/1.1\r\n"), "{head}");
+}
