@@ -14,6 +14,9 @@
 #   SYSCALLS=1 bash benches/profile.sh   # instead of sampling: the gateway's system calls per request, by
 #                                        # call (perf stat on the syscall tracepoints; counts, not times, so a busy
 #                                        # machine does not move them much)
+#   ALLOCS=1 bash benches/profile.sh     # instead of sampling: heap allocations per request (uprobes on the
+#                                        # allocator's entry points, counted by perf stat; a count, exact however
+#                                        # busy the machine is)
 #   KEEP=/some/dir bash benches/profile.sh   # keep perf.data and the full report there
 #   CALLGRAPH=dwarf KEEP=/some/dir bash benches/profile.sh   # callers that can be read (`perf report -G` on the
 #                                        # kept perf.data): a release build has no frame pointers, so the default
@@ -126,6 +129,36 @@ def per_name(path):
 a, b = per_name(sys.argv[3]), per_name(sys.argv[4])
 busy = sorted(((b[k] - a.get(k, 0), k) for k in b), reverse=True)
 print("  by thread (us per request): " + ", ".join(f"{k} {v * 1e6 / hz / n:.0f}" for v, k in busy if v > 0))
+PY
+  exit 0
+fi
+if [ "${ALLOCS:-0}" = 1 ]; then
+  # The gateway's global allocator is mimalloc (src/main.rs): Rust's alloc, alloc_zeroed and
+  # realloc reach these three functions. Uprobes slow every call, so the count is the figure
+  # here, not the CPU.
+  GROUP=aapalloc$$
+  probes=(malloc=mi_malloc_aligned zalloc=mi_zalloc_aligned realloc=mi_realloc_aligned)
+  for p in "${probes[@]}"; do
+    perf probe -q -x "$BIN" -a "$GROUP:$p" 2>/dev/null || {
+      echo "perf probe could not attach to ${p#*=} in $BIN (a stripped build, or no uprobe support)" >&2; exit 2; }
+  done
+  trap 'perf probe -q -d "$GROUP:*" 2>/dev/null || true; cleanup' EXIT
+  perf stat -x, -e "$GROUP:*" -p "$FULLPID" -o "$WORK/alloc.csv" -- sleep "$DUR" 2>/dev/null &
+  PERF=$!
+  load "$DUR"
+  wait $PERF || true
+  python3 - "$WORK/out" "$WORK/alloc.csv" "$GROUP" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+m = re.search(r'(\d+) requests in', t) or re.search(r'requests: \d+ total, \d+ started, (\d+) done', t)
+n = max(int(m.group(1)) if m else 0, 1)
+rows = {}
+for line in open(sys.argv[2]):
+    f = line.strip().split(',')
+    if len(f) > 2 and f[0].isdigit():
+        rows[f[2].split(':', 1)[-1]] = int(f[0]) / n
+print(f"heap allocations per request ({n} requests): {sum(rows.values()):.1f}")
+print("  " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(rows.items(), key=lambda kv: -kv[1])))
 PY
   exit 0
 fi
