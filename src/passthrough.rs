@@ -23,7 +23,7 @@ use crate::ingress::h1_io::{too_large, H1Io, HeadWait, NoHead, LINGER_TIME};
 use crate::series::ClusterMetrics;
 use crate::upstream::client::{Client, Request};
 use crate::upstream::cluster::Registry;
-use crate::upstream::hop::{connection_options, is_hop_by_hop};
+use crate::upstream::hop::{connection_options, is_hop_by_hop, passed_on_answer_fields};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use pingora::apps::ServerApp;
@@ -160,7 +160,7 @@ impl PassThrough {
             Ok(reply) => {
                 let framing = announced(&reply.headers);
                 let mut resp = HttpResponse::new(reply.status);
-                resp.headers = response_headers(reply.headers);
+                resp.headers = passed_on_answer_fields(reply.headers);
                 resp.body = reply.body;
                 (resp, Some(framing))
             }
@@ -262,18 +262,6 @@ fn request_headers(headers: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The upstream's end-to-end response headers (the writer sets the framing).
-fn response_headers(mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
-    let named = connection_options(
-        headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-            .map(|(_, v)| v.as_bytes()),
-    );
-    headers.retain(|(n, _)| !stays_behind(n) && !named.iter().any(|c| n.eq_ignore_ascii_case(c)));
-    headers
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,26 +292,6 @@ mod tests {
             [
                 ("content-type".to_owned(), "application/json".to_owned()),
                 ("accept".to_owned(), "*/*".to_owned()),
-            ]
-        );
-    }
-
-    #[test]
-    fn hop_by_hop_response_headers_stay_behind() {
-        let up = |n: &str, v: &str| (n.to_owned(), v.to_owned());
-        let kept = response_headers(vec![
-            up("Connection", "x-up-secret"),
-            up("X-Up-Secret", "1"),
-            up("transfer-encoding", "chunked"),
-            up("Proxy-Agent", "up"),
-            up("content-type", "application/json"),
-            up("mcp-session-id", "abc"),
-        ]);
-        assert_eq!(
-            kept,
-            [
-                up("content-type", "application/json"),
-                up("mcp-session-id", "abc")
             ]
         );
     }

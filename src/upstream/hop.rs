@@ -41,3 +41,57 @@ pub fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<Str
         .filter(|t| !t.is_empty())
         .collect()
 }
+
+/// An upstream answer's fields that a proxy passes on to its client: none that is hop-by-hop,
+/// none that the answer's own `Connection` names, and neither `Host` nor `Content-Length`
+/// (the client-side writer frames the answer itself). Order and case are kept.
+///
+/// ```
+/// use aap_gateway::upstream::hop::passed_on_answer_fields;
+/// let f = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+/// let kept = passed_on_answer_fields(vec![
+///     f("Connection", "X-Up-Secret"), f("x-up-secret", "1"), f("Keep-Alive", "timeout=5"),
+///     f("Content-Length", "2"), f("Content-Type", "text/plain"),
+/// ]);
+/// assert_eq!(kept, [f("Content-Type", "text/plain")]);
+/// ```
+pub fn passed_on_answer_fields(mut fields: Vec<(String, String)>) -> Vec<(String, String)> {
+    let named = connection_options(
+        fields
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .map(|(_, v)| v.as_bytes()),
+    );
+    fields.retain(|(n, _)| {
+        !is_hop_by_hop(n)
+            && !n.eq_ignore_ascii_case("host")
+            && !n.eq_ignore_ascii_case("content-length")
+            && !named.iter().any(|o| n.eq_ignore_ascii_case(o))
+    });
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_response_headers_stay_behind() {
+        let up = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let kept = passed_on_answer_fields(vec![
+            up("Connection", "x-up-secret"),
+            up("X-Up-Secret", "1"),
+            up("transfer-encoding", "chunked"),
+            up("Proxy-Agent", "up"),
+            up("content-type", "application/json"),
+            up("mcp-session-id", "abc"),
+        ]);
+        assert_eq!(
+            kept,
+            [
+                up("content-type", "application/json"),
+                up("mcp-session-id", "abc")
+            ]
+        );
+    }
+}

@@ -220,22 +220,8 @@ impl Relay {
         let opened = opened.map_err(|e| (upstream_error(&e, out), id.clone()))?;
         let peer = opened.peer;
         let mut resp = HttpResponse::new(opened.status);
-        // What the upstream's `Connection` names is hop-by-hop too (RFC 9110 §7.6.1).
-        let named = hop::connection_options(
-            opened
-                .headers
-                .iter()
-                .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-                .map(|(_, v)| v.as_bytes()),
-        );
-        resp.headers = opened
-            .headers
+        resp.headers = hop::passed_on_answer_fields(opened.headers)
             .into_iter()
-            .filter(|(n, _)| {
-                !is_hop_header(n)
-                    && !n.eq_ignore_ascii_case("content-length")
-                    && !named.iter().any(|o| n.eq_ignore_ascii_case(o))
-            })
             .map(|(n, v)| (n.to_ascii_lowercase(), v))
             .collect();
         let issued = resp.header(SESSION_ID).map(str::to_owned);
