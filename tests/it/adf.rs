@@ -3,7 +3,7 @@
 //! and validated against the ADF 1.0 DTD by libxml2's validating parser (`xmllint --dtdvalid`).
 
 use crate::support::{ensure_upstreams, venv_python};
-use crate::support::{free_port, repo, temp_dir, test_ca};
+use crate::support::{free_port, repo, temp_dir, test_ca, wait_listening};
 use aap_gateway::config::{
     AdfContentType, AdfEmailSinkConfig, AdfHttpSinkConfig, AdfNetworkConfig, Secret, SmtpSecurity,
 };
@@ -11,7 +11,6 @@ use aap_gateway::leads::adf_http::AdfHttpSink;
 use aap_gateway::leads::smtp::{SmtpSink, SmtpSinkError};
 use aap_gateway::leads::{Lead, LeadSink, SinkError};
 use serde_json::{json, Value};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,20 +41,7 @@ impl Receiver {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start receiver");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "{script} exited ({st}):\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{script} did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_listening(&mut child, port, script, &log, Duration::from_secs(30));
         Receiver {
             port,
             out,

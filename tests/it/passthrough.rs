@@ -6,7 +6,7 @@ use serde_json::json;
 use std::io::Write;
 use std::net::TcpStream;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running `aap-gateway passthrough --upstream 127.0.0.1:UPSTREAM`; killed on drop.
 struct PassThrough {
@@ -30,14 +30,14 @@ impl PassThrough {
             .spawn()
             .expect("start aap-gateway passthrough");
         let mut pt = PassThrough { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = pt.child.try_wait() {
-                panic!("passthrough exited ({status}) during start");
-            }
-            assert!(Instant::now() < deadline, "passthrough did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let log = pt.dir.join("stderr.log");
+        wait_listening(
+            &mut pt.child,
+            port,
+            "passthrough",
+            &log,
+            Duration::from_secs(20),
+        );
         pt
     }
 }

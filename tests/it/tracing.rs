@@ -45,17 +45,14 @@ impl Receiver {
             .spawn()
             .expect("start the OTLP receiver");
         let mut r = Receiver { port, out, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = r.child.try_wait() {
-                panic!(
-                    "OTLP receiver exited ({status}): {}",
-                    std::fs::read_to_string(dir.join("receiver.log")).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "OTLP receiver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let log = dir.join("receiver.log");
+        wait_listening(
+            &mut r.child,
+            port,
+            "OTLP receiver",
+            &log,
+            Duration::from_secs(20),
+        );
         r
     }
 

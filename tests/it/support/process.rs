@@ -400,6 +400,22 @@ pub fn signal(pid: u32, sig: &str) {
         .success());
 }
 
+/// Wait until `child` accepts connections on `port`; panics with its log (`log`) if it exits
+/// first, or if it is not listening within `within`. `what` names it in the panic.
+pub fn wait_listening(child: &mut Child, port: u16, what: &str, log: &Path, within: Duration) {
+    let deadline = Instant::now() + within;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} exited ({status}) during start:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Wait for the process to exit; `None` if it is still running at the deadline.
 pub fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + within;
