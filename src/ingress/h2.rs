@@ -20,11 +20,15 @@ use crate::error::Failure;
 use crate::exchange::{HttpRequest, HttpResponse, HttpVersion};
 use crate::mcp::jsonrpc::RpcError;
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::future::FutureExt;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue};
 use pingora::server::ShutdownWatch;
+use std::future::Future;
 use std::net::IpAddr;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -290,7 +294,12 @@ pub(super) async fn serve<T>(
         // Answer what arrives before the GOAWAY's last stream id settles, then close.
         conn.graceful_shutdown();
     }
-    let mut streams = tokio::task::JoinSet::new();
+    // The streams run inside this connection's task, polled beside the connection itself:
+    // no task spawned per stream and no wake-up handed to another thread when a stream
+    // answers (the connection that writes the answer is this task). A panic in one
+    // stream's work ends that stream only. One connection's streams share one core, as an
+    // nginx worker's do; connections spread over the workers.
+    let mut streams: FuturesUnordered<StreamWork> = FuturesUnordered::new();
     let mut rx = shutdown.clone();
     let mut drain_poll = tokio::time::interval(DRAIN_POLL);
     // Once a GOAWAY went out (shutdown, drain, idle, refused), the connection only finishes
@@ -319,8 +328,10 @@ pub(super) async fn serve<T>(
                 Some(Ok((req, mut respond))) => {
                     served = true;
                     opened += 1;
-                    // Streams whose work ended count no more (their slot is free).
-                    while let Some(done) = streams.try_join_next() {
+                    // Streams whose work ended count no more (their slot is free). Polling
+                    // without this task's waker is safe: the select below polls `streams`
+                    // again, with it, before this task waits.
+                    while let Some(Some(done)) = streams.next().now_or_never() {
                         resets += usize::from(done.ok() == Some(Ended::Reset));
                     }
                     // Streams count until their work ends, not until `h2` closes them:
@@ -333,7 +344,7 @@ pub(super) async fn serve<T>(
                     };
                     match admitted {
                         Ok(held) => {
-                            streams.spawn(stream(ingress.clone(), req, respond, peer, refused, held, sizing.reserve));
+                            streams.push(Box::pin(AssertUnwindSafe(stream(ingress.clone(), req, respond, peer, refused, held, sizing.reserve)).catch_unwind()));
                         }
                         Err(no) => {
                             ingress.h2_memory.metrics().refused.with_label_values(&[no.reason()]).inc();
@@ -347,7 +358,7 @@ pub(super) async fn serve<T>(
                 }
                 None => break,
             },
-            Some(done) = streams.join_next(), if !streams.is_empty() => {
+            Some(done) = streams.next(), if !streams.is_empty() => {
                 ended = done.ok();
                 if streams.is_empty() {
                     idle_since = tokio::time::Instant::now();
@@ -374,7 +385,7 @@ pub(super) async fn serve<T>(
             tracing::debug!(resets, opened, "HTTP/2 reset flood; closing the connection");
             crate::metrics::connection_closed("h2_reset_flood");
             conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-            streams.abort_all();
+            streams.clear();
             closing = Some(tokio::time::Instant::now() + FLUSH_GRACE);
         }
         if goaway {
@@ -387,8 +398,11 @@ pub(super) async fn serve<T>(
             closing = Some(tokio::time::Instant::now() + grace);
         }
     }
-    // Dropping `streams` aborts any stream still running: its connection is gone.
+    // Dropping `streams` cancels any stream still running: its connection is gone.
 }
+
+/// One stream's work as the connection polls it: `Err` when it panicked.
+type StreamWork = Pin<Box<dyn Future<Output = std::thread::Result<Ended>> + Send>>;
 
 /// What an accepted stream's head takes in memory: its header fields and target.
 fn head_bytes(req: &http::Request<RecvStream>) -> usize {
