@@ -727,6 +727,9 @@ async fn read_body(
     held: &mut Held,
 ) -> Result<Option<Bytes>, Refusal> {
     let deadline = tokio::time::Instant::now() + timeout;
+    // A body that comes in one DATA frame (most calls) is kept as it came, without a copy;
+    // a second frame starts a buffer.
+    let mut first: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     loop {
         match tokio::time::timeout_at(deadline, body.data()).await {
@@ -737,21 +740,30 @@ async fn read_body(
                     "Request Timeout: the body did not arrive in time",
                 ))
             }
-            Ok(None) => return Ok(Some(buf.freeze())),
+            Ok(None) => return Ok(Some(first.unwrap_or_else(|| buf.freeze()))),
             Ok(Some(Err(_))) => return Ok(None),
             Ok(Some(Ok(chunk))) => {
                 let _ = body.flow_control().release_capacity(chunk.len());
-                if buf.len() + chunk.len() > limit {
+                let had = first.as_ref().map_or(buf.len(), Bytes::len);
+                if had + chunk.len() > limit {
                     return Err(too_large(limit));
                 }
-                if !held.hold(buf.len() + chunk.len(), true) {
+                if !held.hold(had + chunk.len(), true) {
                     return Err(Refusal::new(
                         503,
                         "memory_budget",
                         "Service Unavailable: the gateway holds too many HTTP/2 request bodies; retry later",
                     ));
                 }
-                buf.extend_from_slice(&chunk);
+                match first.take() {
+                    None if buf.is_empty() => first = Some(chunk),
+                    None => buf.extend_from_slice(&chunk),
+                    Some(head) => {
+                        buf.reserve(head.len() + chunk.len());
+                        buf.extend_from_slice(&head);
+                        buf.extend_from_slice(&chunk);
+                    }
+                }
             }
         }
     }
@@ -769,15 +781,23 @@ async fn write_response(
     *head.status_mut() =
         http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = head.headers_mut();
-    for (n, v) in &resp.headers {
-        // `from_bytes` lowercases (without an allocation for the standard names).
-        let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else {
-            continue;
+    for (n, v) in std::mem::take(&mut resp.headers) {
+        // `from_bytes` lowercases (without an allocation for the standard names); the
+        // gateway's own field is a constant.
+        let name = if n == "x-correlation-id" {
+            X_CORRELATION_ID
+        } else {
+            match HeaderName::from_bytes(n.as_bytes()) {
+                Ok(name) => name,
+                Err(_) => continue,
+            }
         };
         if CONNECTION_SPECIFIC.contains(&name.as_str()) || name == http::header::CONTENT_LENGTH {
             continue;
         }
-        if let Ok(mut value) = HeaderValue::from_str(v) {
+        // The value's bytes are moved, not copied; `from_maybe_shared` refuses control
+        // bytes as `from_str` does and lets obs-text through, as the HTTP/1 writer does.
+        if let Ok(mut value) = HeaderValue::from_maybe_shared(Bytes::from(v.into_bytes())) {
             // A value new on every answer (the correlation id) would only churn the
             // connection's HPACK table: sent as a literal never indexed, it skips the
             // encoder's table search and insertion.
@@ -811,6 +831,9 @@ async fn write_response(
     }
     tx.send_data(Bytes::new(), true).map_err(drop)
 }
+
+/// The correlation id's field name, built once.
+const X_CORRELATION_ID: HeaderName = HeaderName::from_static("x-correlation-id");
 
 /// Send `data` as the stream's flow-control window allows.
 async fn send_all(tx: &mut SendStream<Bytes>, mut data: Bytes, end: bool) -> Result<(), ()> {

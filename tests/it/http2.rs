@@ -312,6 +312,30 @@ fn many_concurrent_streams_share_one_connection() {
 }
 
 #[test]
+fn a_body_over_several_data_frames_is_read_whole() {
+    // One frame is kept as it came; several are joined: both must give the same request.
+    let gw = Gateway::start_with(&h2c_config(&[]));
+    let port = gw.port;
+    runtime().block_on(async move {
+        let (send, _driver, _) = connect(port).await;
+        let one = tools_list().into_bytes();
+        // Leading whitespace is JSON's; 40 KB needs three DATA frames of 16 KiB.
+        let mut several = vec![b' '; 40_000];
+        several.extend_from_slice(&one);
+        for body in [one, several] {
+            let len = body.len();
+            let r = post(&send, port, &[], body).await.expect("answered");
+            assert_eq!(r.status, 200, "a {len}-byte body");
+            assert_eq!(
+                r.json()["result"]["tools"].as_array().map(Vec::len),
+                Some(5),
+                "a {len}-byte body"
+            );
+        }
+    });
+}
+
+#[test]
 fn a_header_or_body_violation_fails_only_its_stream() {
     let gw = Gateway::start_with(&h2c_config(&[]));
     let port = gw.port;
