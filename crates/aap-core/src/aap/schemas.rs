@@ -7,7 +7,6 @@ use crate::json::{Doc, DocJson};
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -49,8 +48,11 @@ pub struct SchemaSet {
     docs: BTreeMap<String, Value>,
     validators: BTreeMap<String, Validator>,
     /// The request and result schemas again, for instances held as a
-    /// [`Doc`] (tool arguments, upstream answers that pass through as text).
-    doc_validators: BTreeMap<String, Validator<DocJson>>,
+    /// [`Doc`] (tool arguments, upstream answers that pass through as text):
+    /// per skill in [`Skill::ALL`]'s order, its request and its response.
+    doc_requests: Vec<Validator<DocJson>>,
+    doc_responses: Vec<Validator<DocJson>>,
+    doc_error: Validator<DocJson>,
 }
 
 impl std::fmt::Debug for SchemaSet {
@@ -114,14 +116,6 @@ impl SchemaSet {
 
     fn from_docs(docs: BTreeMap<String, Value>) -> Result<SchemaSet, SchemaError> {
         let mut validators = BTreeMap::new();
-        let mut doc_validators = BTreeMap::new();
-        // Requests and results are also validated as a `Doc`
-        // (`request_holds`, `result_holds`); other stems only as a `Value`.
-        let as_docs: Vec<String> = Skill::ALL
-            .iter()
-            .flat_map(|&s| [Self::request_stem(s), Self::response_stem(s)])
-            .chain(["error".to_owned()])
-            .collect();
         for (stem, doc) in &docs {
             check_self_contained(stem, doc)?;
             let invalid = |problem| SchemaError::Invalid {
@@ -129,14 +123,32 @@ impl SchemaSet {
                 problem,
             };
             validators.insert(stem.clone(), compile(doc).map_err(invalid)?);
-            if as_docs.contains(stem) {
-                doc_validators.insert(stem.clone(), compile_for_docs(doc).map_err(invalid)?);
-            }
         }
+        // Requests and results are also validated as a `Doc`
+        // (`request_holds`, `result_holds`); other stems only as a `Value`.
+        let for_docs = |stem: &str| -> Result<Validator<DocJson>, SchemaError> {
+            let invalid = |problem| SchemaError::Invalid {
+                stem: stem.to_owned(),
+                problem,
+            };
+            compile_for_docs(docs.get(stem).ok_or_else(|| invalid("missing".into()))?)
+                .map_err(invalid)
+        };
+        let doc_requests = Skill::ALL
+            .iter()
+            .map(|&s| for_docs(&Self::request_stem(s)))
+            .collect::<Result<_, _>>()?;
+        let doc_responses = Skill::ALL
+            .iter()
+            .map(|&s| for_docs(&Self::response_stem(s)))
+            .collect::<Result<_, _>>()?;
+        let doc_error = for_docs("error")?;
         Ok(SchemaSet {
             docs,
             validators,
-            doc_validators,
+            doc_requests,
+            doc_responses,
+            doc_error,
         })
     }
 
@@ -171,8 +183,8 @@ impl SchemaSet {
     /// [`SchemaSet::validate_request`] for a borrowed document: only
     /// whether it holds (details come from the `Value` path).
     pub fn request_holds(&self, skill: Skill, instance: &Doc) -> bool {
-        self.doc_validators
-            .get(&Self::request_stem(skill))
+        skill_index(skill)
+            .and_then(|i| self.doc_requests.get(i))
             .is_some_and(|v| v.is_valid(instance.root()))
     }
 
@@ -190,14 +202,12 @@ impl SchemaSet {
     /// it holds (the details of a failure come from the `Value` path, which
     /// is the cold one).
     pub fn result_holds(&self, skill: Skill, instance: &Doc) -> bool {
-        let stem = if instance.type_name() == Some(ERROR_TYPE) {
-            Cow::Borrowed("error")
+        let check = if instance.type_name() == Some(ERROR_TYPE) {
+            Some(&self.doc_error)
         } else {
-            Cow::Owned(Self::response_stem(skill))
+            skill_index(skill).and_then(|i| self.doc_responses.get(i))
         };
-        self.doc_validators
-            .get(stem.as_ref())
-            .is_some_and(|v| v.is_valid(instance.root()))
+        check.is_some_and(|v| v.is_valid(instance.root()))
     }
 
     pub fn validate_stem(&self, stem: &str, instance: &Value) -> Result<(), Vec<Value>> {
@@ -209,6 +219,10 @@ impl SchemaSet {
         }
         Err(v.iter_errors(instance).map(|e| describe(&e)).collect())
     }
+}
+
+fn skill_index(skill: Skill) -> Option<usize> {
+    Skill::ALL.iter().position(|s| *s == skill)
 }
 
 /// Refuse schemas that would need a fetch: every `$ref` must be local.
