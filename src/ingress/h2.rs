@@ -414,18 +414,13 @@ fn head_bytes(req: &http::Request<RecvStream>) -> usize {
     fields + uri_len(req.uri())
 }
 
-/// The length of `uri` written out (`Uri`'s `Display`), without writing it.
+/// The length of `uri` written out (`Uri`'s `Display`: scheme and `://`, authority, path,
+/// `?` and query), without writing it.
 fn uri_len(uri: &http::Uri) -> usize {
-    struct Count(usize);
-    impl std::fmt::Write for Count {
-        fn write_str(&mut self, s: &str) -> std::fmt::Result {
-            self.0 += s.len();
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    let _ = std::fmt::write(&mut n, format_args!("{uri}"));
-    n.0
+    uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path().len()
+        + uri.query().map_or(0, |q| q.len() + 1)
 }
 
 /// One stream: its work ([`handle_stream`]) raced against the client's RST_STREAM, so a
