@@ -21,7 +21,7 @@ use crate::exchange::HttpResponse;
 use crate::ingress::h1::{BodyFraming, Framing, Head, HeadLimits, Refusal};
 use crate::ingress::h1_io::{too_large, H1Io, HeadWait, NoHead, LINGER_TIME};
 use crate::series::ClusterMetrics;
-use crate::upstream::client::{Client, Request};
+use crate::upstream::client::{Client, Fields, Request};
 use crate::upstream::cluster::Registry;
 use crate::upstream::hop::{connection_options, is_hop_by_hop, passed_on_answer_fields};
 use async_trait::async_trait;
@@ -160,7 +160,7 @@ impl PassThrough {
             Ok(reply) => {
                 let framing = announced(&reply.headers);
                 let mut resp = HttpResponse::new(reply.status);
-                resp.headers = passed_on_answer_fields(reply.headers);
+                resp.headers = passed_on_answer_fields(&reply.headers);
                 resp.body = reply.body;
                 (resp, Some(framing))
             }
@@ -221,13 +221,8 @@ fn plain(status: u16, message: &str) -> HttpResponse {
 
 /// The body framing an upstream answer's head announces: what the head of
 /// an answer to a HEAD says the body would be.
-fn announced(headers: &[(String, String)]) -> BodyFraming {
-    let field = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim())
-    };
+fn announced(headers: &Fields) -> BodyFraming {
+    let field = |name: &str| headers.get(name).map(str::trim);
     match (field("content-length"), field("transfer-encoding")) {
         (Some(n), _) => n
             .parse()

@@ -1,6 +1,8 @@
 //! Hop-by-hop header fields (RFC 9110 §7.6.1): those that belong to one connection, and those a
 //! message's `Connection` field names. What the relay and the pass-through keep off the next hop.
 
+use crate::upstream::client::Fields;
+
 /// Fields that belong to one connection, in either direction. `Proxy-*` fields (such as
 /// `Proxy-Authorization` and `Proxy-Connection`) are for the proxy they reach, never passed on.
 const FIELDS: [&str; 6] = [
@@ -44,31 +46,35 @@ pub fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<Str
 
 /// An upstream answer's fields that a proxy passes on to its client: none that is hop-by-hop,
 /// none that the answer's own `Connection` names, and neither `Host` nor `Content-Length`
-/// (the client-side writer frames the answer itself). Order and case are kept.
+/// (the client-side writer frames the answer itself). Order is kept; names come lowercased
+/// (as the upstream client reads them), and only the fields passed on are copied.
 ///
 /// ```
+/// use aap_gateway::upstream::client::Fields;
 /// use aap_gateway::upstream::hop::passed_on_answer_fields;
-/// let f = |n: &str, v: &str| (n.to_owned(), v.to_owned());
-/// let kept = passed_on_answer_fields(vec![
-///     f("Connection", "X-Up-Secret"), f("x-up-secret", "1"), f("Keep-Alive", "timeout=5"),
-///     f("Content-Length", "2"), f("Content-Type", "text/plain"),
-/// ]);
-/// assert_eq!(kept, [f("Content-Type", "text/plain")]);
+/// let kept = passed_on_answer_fields(&Fields::from_pairs([
+///     ("Connection", "X-Up-Secret"), ("x-up-secret", "1"), ("Keep-Alive", "timeout=5"),
+///     ("Content-Length", "2"), ("Content-Type", "text/plain"),
+/// ]));
+/// assert_eq!(kept, [("content-type".to_owned(), "text/plain".to_owned())]);
 /// ```
-pub fn passed_on_answer_fields(mut fields: Vec<(String, String)>) -> Vec<(String, String)> {
+pub fn passed_on_answer_fields(fields: &Fields) -> Vec<(String, String)> {
     let named = connection_options(
         fields
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
             .map(|(_, v)| v.as_bytes()),
     );
-    fields.retain(|(n, _)| {
-        !is_hop_by_hop(n)
-            && !n.eq_ignore_ascii_case("host")
-            && !n.eq_ignore_ascii_case("content-length")
-            && !named.iter().any(|o| n.eq_ignore_ascii_case(o))
-    });
     fields
+        .iter()
+        .filter(|(n, _)| {
+            !is_hop_by_hop(n)
+                && !n.eq_ignore_ascii_case("host")
+                && !n.eq_ignore_ascii_case("content-length")
+                && !named.iter().any(|o| n.eq_ignore_ascii_case(o))
+        })
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -78,14 +84,14 @@ mod tests {
     #[test]
     fn hop_by_hop_response_headers_stay_behind() {
         let up = |n: &str, v: &str| (n.to_owned(), v.to_owned());
-        let kept = passed_on_answer_fields(vec![
-            up("Connection", "x-up-secret"),
-            up("X-Up-Secret", "1"),
-            up("transfer-encoding", "chunked"),
-            up("Proxy-Agent", "up"),
-            up("content-type", "application/json"),
-            up("mcp-session-id", "abc"),
-        ]);
+        let kept = passed_on_answer_fields(&Fields::from_pairs([
+            ("Connection", "x-up-secret"),
+            ("X-Up-Secret", "1"),
+            ("transfer-encoding", "chunked"),
+            ("Proxy-Agent", "up"),
+            ("content-type", "application/json"),
+            ("mcp-session-id", "abc"),
+        ]));
         assert_eq!(
             kept,
             [

@@ -33,6 +33,7 @@
 //! relay: [`stream`]; the JWKS fetcher port: [`jwks`].
 
 mod addresses;
+mod fields;
 mod health;
 mod jwks;
 mod pool;
@@ -41,6 +42,7 @@ mod stream;
 mod wire;
 
 pub use addresses::{PeerAddr, PeerSpec};
+pub use fields::Fields;
 pub use jwks::JwksOverClient;
 pub use stream::{Streamed, StreamedBody};
 
@@ -124,7 +126,7 @@ pub struct Request<'a> {
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    pub headers: Fields,
     pub body: Bytes,
     /// The peer that answered.
     pub peer: SocketAddr,
@@ -132,10 +134,7 @@ pub struct Reply {
 
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name)
     }
 
     /// The media type, without parameters (`""` when there is none); compare it ignoring case.

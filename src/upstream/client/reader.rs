@@ -21,7 +21,7 @@
 //! HTTP/1.1 without `Connection: close`, its body was delimited by length or chunks, and nothing
 //! beyond the answer arrived.
 
-use super::Reply;
+use super::{Fields, Reply};
 use crate::chunked::{Chunked, Step};
 use bytes::{Buf, Bytes, BytesMut};
 use pingora::protocols::Stream;
@@ -157,16 +157,7 @@ impl ReplyReader {
                 self.buf.advance(len);
                 continue;
             }
-            let headers: Vec<(String, String)> = head
-                .headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_ascii_lowercase(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect();
+            let headers = Fields::from_raw(head.headers.iter().map(|h| (h.name, h.value)));
             self.buf.advance(len);
             let reply = Reply {
                 status,
@@ -184,8 +175,8 @@ impl ReplyReader {
         let mut close = minor == 0;
         let mut encodings = None::<String>;
         let mut length = None::<usize>;
-        for (name, value) in &reply.headers {
-            match name.as_str() {
+        for (name, value) in reply.headers.iter() {
+            match name {
                 "connection" => {
                     close |= value
                         .split(',')

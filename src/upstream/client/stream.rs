@@ -161,7 +161,7 @@ pub struct Streamed {
     /// Index of the peer that answered (for session affinity).
     pub peer: usize,
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    pub headers: super::Fields,
     pub body: StreamedBody,
 }
 

@@ -302,7 +302,7 @@ mod tests {
     fn reply(content_type: &str, body: &str) -> Reply {
         Reply {
             status: 200,
-            headers: vec![("content-type".into(), content_type.into())],
+            headers: crate::upstream::client::Fields::from_pairs([("content-type", content_type)]),
             body: Bytes::from(body.to_owned()),
             peer: "127.0.0.1:9".parse().unwrap(),
         }
