@@ -78,17 +78,13 @@ pub(super) async fn admit(
         out.outcome = head_outcome(e);
         return Err(e.clone());
     }
-    if let Some(r) = limit(
-        a.state,
-        &format!("rl:tenant:{}", a.tenant),
-        a.tenant_bucket,
-        "tenant",
-        out,
-    )
-    .await
-    {
-        out.outcome = "throttled".into();
-        return Err(r);
+    // A budget's key is built only when the tenant has that budget.
+    if a.tenant_bucket.is_some() {
+        let key = format!("rl:tenant:{}", a.tenant);
+        if let Some(r) = limit(a.state, &key, a.tenant_bucket, "tenant", out).await {
+            out.outcome = "throttled".into();
+            return Err(r);
+        }
     }
     let principal = match a.auth {
         Some(auth) => match auth
@@ -110,22 +106,17 @@ pub(super) async fn admit(
         .as_ref()
         .map(|p| p.scope.clone())
         .unwrap_or_else(|| "anonymous".into());
-    let limiter_key = match (&principal, req.peer_ip) {
-        (Some(p), _) => p.scope.clone(),
-        (None, Some(ip)) => format!("ip:{ip}"),
-        (None, None) => "ip:unknown".into(),
-    };
-    if let Some(r) = limit(
-        a.state,
-        &format!("rl:caller:{}:{limiter_key}", a.tenant),
-        a.caller_bucket,
-        "caller",
-        out,
-    )
-    .await
-    {
-        out.outcome = "throttled".into();
-        return Err(r);
+    if a.caller_bucket.is_some() {
+        // The caller: its token's scope, or its address when it sent none.
+        let key = match (&principal, req.peer_ip) {
+            (Some(p), _) => format!("rl:caller:{}:{}", a.tenant, p.scope),
+            (None, Some(ip)) => format!("rl:caller:{}:ip:{ip}", a.tenant),
+            (None, None) => format!("rl:caller:{}:ip:unknown", a.tenant),
+        };
+        if let Some(r) = limit(a.state, &key, a.caller_bucket, "caller", out).await {
+            out.outcome = "throttled".into();
+            return Err(r);
+        }
     }
     Ok(Admitted { scope, principal })
 }
