@@ -775,6 +775,8 @@ async fn write_response(
     let mut head = http::Response::new(());
     *head.status_mut() =
         http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    // Sized once for the answer's fields and `content-length` (it grew field by field).
+    *head.headers_mut() = http::HeaderMap::with_capacity(resp.headers.len() + 1);
     let h = head.headers_mut();
     for (n, v) in std::mem::take(&mut resp.headers) {
         // `from_bytes` lowercases (without an allocation for the standard names); the
