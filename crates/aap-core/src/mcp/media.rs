@@ -30,34 +30,32 @@ struct Range<'a> {
     q: f32,
 }
 
-fn parse_ranges(accept: &str) -> Vec<Range<'_>> {
-    accept
-        .split(',')
-        .filter_map(|item| {
-            let mut parts = item.split(';');
-            let media = parts.next()?.trim();
-            let (kind, subtype) = media.split_once('/')?;
-            let mut q = 1.0f32;
-            for p in parts {
-                if let Some((k, v)) = p.split_once('=') {
-                    if k.trim().eq_ignore_ascii_case("q") {
-                        q = v.trim().parse().unwrap_or(0.0);
-                    }
+/// The media ranges of an `Accept` value, read as they are looked at (no list is built).
+fn parse_ranges(accept: &str) -> impl Iterator<Item = Range<'_>> + Clone {
+    accept.split(',').filter_map(|item| {
+        let mut parts = item.split(';');
+        let media = parts.next()?.trim();
+        let (kind, subtype) = media.split_once('/')?;
+        let mut q = 1.0f32;
+        for p in parts {
+            if let Some((k, v)) = p.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("q") {
+                    q = v.trim().parse().unwrap_or(0.0);
                 }
             }
-            Some(Range {
-                kind: kind.trim(),
-                subtype: subtype.trim(),
-                q,
-            })
+        }
+        Some(Range {
+            kind: kind.trim(),
+            subtype: subtype.trim(),
+            q,
         })
-        .collect()
+    })
 }
 
 /// The quality the client gives a media type: the most specific matching
 /// range wins (RFC 9110 §12.5.1), so `application/json;q=0` excludes JSON
 /// even when `*/*` is listed.
-fn quality(ranges: &[Range<'_>], kind: &str, subtype: &str) -> f32 {
+fn quality<'a>(ranges: impl Iterator<Item = Range<'a>>, kind: &str, subtype: &str) -> f32 {
     let mut best: Option<(u8, f32)> = None;
     for r in ranges {
         let specificity =
@@ -88,9 +86,9 @@ pub fn negotiate(accept: Option<&str>) -> Option<ResponseMedia> {
         Some(a) => a,
     };
     let ranges = parse_ranges(accept);
-    if quality(&ranges, "application", "json") > 0.0 {
+    if quality(ranges.clone(), "application", "json") > 0.0 {
         Some(ResponseMedia::Json)
-    } else if quality(&ranges, "text", "event-stream") > 0.0 {
+    } else if quality(ranges, "text", "event-stream") > 0.0 {
         Some(ResponseMedia::EventStream)
     } else {
         None
@@ -122,7 +120,7 @@ pub fn check_post(
 /// True when `Accept` admits `text/event-stream`, i.e. the answer may be
 /// streamed even though JSON is preferred.
 pub fn accepts_event_stream(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| quality(&parse_ranges(a), "text", "event-stream") > 0.0)
+    accept.is_some_and(|a| quality(parse_ranges(a), "text", "event-stream") > 0.0)
 }
 
 #[cfg(test)]
