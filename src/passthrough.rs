@@ -23,7 +23,7 @@ use crate::ingress::h1_io::{too_large, H1Io, HeadWait, NoHead, LINGER_TIME};
 use crate::series::ClusterMetrics;
 use crate::upstream::client::{Client, Fields, Request};
 use crate::upstream::cluster::Registry;
-use crate::upstream::hop::{connection_options, is_hop_by_hop, passed_on_answer_fields};
+use crate::upstream::hop::{connection_options, passed_on_answer_fields, stays_behind};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use pingora::apps::ServerApp;
@@ -230,14 +230,6 @@ fn announced(headers: &Fields) -> BodyFraming {
         (None, Some(_)) => BodyFraming::Chunked,
         (None, None) => BodyFraming::UntilClose,
     }
-}
-
-/// Hop-by-hop fields, and those the pass-through or the upstream client sets for the next hop
-/// itself.
-fn stays_behind(name: &str) -> bool {
-    is_hop_by_hop(name)
-        || name.eq_ignore_ascii_case("host")
-        || name.eq_ignore_ascii_case("content-length")
 }
 
 /// The client's end-to-end request headers (names are lowercase from the

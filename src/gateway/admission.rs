@@ -27,11 +27,10 @@ pub(super) fn throttled(retry_after_ms: u64, what: &str) -> RpcError {
 pub(super) async fn limit(
     state: &dyn SharedState,
     key: &str,
-    bucket: Option<Bucket>,
+    bucket: Bucket,
     what: &str,
     ctx: &RequestCtx,
 ) -> Option<RpcError> {
-    let bucket = bucket?;
     match state.take(key, bucket).await {
         Ok(Take::Allowed) => None,
         Ok(Take::Limited { retry_after_ms }) => Some(throttled(retry_after_ms, what)),
@@ -79,9 +78,9 @@ pub(super) async fn admit(
         return Err(e.clone());
     }
     // A budget's key is built only when the tenant has that budget.
-    if a.tenant_bucket.is_some() {
+    if let Some(bucket) = a.tenant_bucket {
         let key = format!("rl:tenant:{}", a.tenant);
-        if let Some(r) = limit(a.state, &key, a.tenant_bucket, "tenant", out).await {
+        if let Some(r) = limit(a.state, &key, bucket, "tenant", out).await {
             out.outcome = "throttled".into();
             return Err(r);
         }
@@ -106,14 +105,14 @@ pub(super) async fn admit(
         .as_ref()
         .map(|p| p.scope.clone())
         .unwrap_or_else(|| "anonymous".into());
-    if a.caller_bucket.is_some() {
+    if let Some(bucket) = a.caller_bucket {
         // The caller: its token's scope, or its address when it sent none.
         let key = match (&principal, req.peer_ip) {
             (Some(p), _) => format!("rl:caller:{}:{}", a.tenant, p.scope),
             (None, Some(ip)) => format!("rl:caller:{}:ip:{ip}", a.tenant),
             (None, None) => format!("rl:caller:{}:ip:unknown", a.tenant),
         };
-        if let Some(r) = limit(a.state, &key, a.caller_bucket, "caller", out).await {
+        if let Some(r) = limit(a.state, &key, bucket, "caller", out).await {
             out.outcome = "throttled".into();
             return Err(r);
         }

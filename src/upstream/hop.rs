@@ -44,6 +44,14 @@ pub fn connection_options<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<Str
         .collect()
 }
 
+/// Fields a proxy never passes on as they came, in either direction: the hop-by-hop ones, and
+/// `Host` and `Content-Length`, which the next hop's writer sets itself.
+pub fn stays_behind(name: &str) -> bool {
+    is_hop_by_hop(name)
+        || name.eq_ignore_ascii_case("host")
+        || name.eq_ignore_ascii_case("content-length")
+}
+
 /// An upstream answer's fields that a proxy passes on to its client: none that is hop-by-hop,
 /// none that the answer's own `Connection` names, and neither `Host` nor `Content-Length`
 /// (the client-side writer frames the answer itself). Order is kept; names come lowercased
@@ -67,12 +75,7 @@ pub fn passed_on_answer_fields(fields: &Fields) -> Vec<(String, String)> {
     );
     fields
         .iter()
-        .filter(|(n, _)| {
-            !is_hop_by_hop(n)
-                && !n.eq_ignore_ascii_case("host")
-                && !n.eq_ignore_ascii_case("content-length")
-                && !named.iter().any(|o| n.eq_ignore_ascii_case(o))
-        })
+        .filter(|(n, _)| !stays_behind(n) && !named.iter().any(|o| n.eq_ignore_ascii_case(o)))
         .map(|(n, v)| (n.to_owned(), v.to_owned()))
         .collect()
 }

@@ -220,10 +220,8 @@ impl Relay {
         let opened = opened.map_err(|e| (upstream_error(&e, out), id.clone()))?;
         let peer = opened.peer;
         let mut resp = HttpResponse::new(opened.status);
-        resp.headers = hop::passed_on_answer_fields(&opened.headers)
-            .into_iter()
-            .map(|(n, v)| (n.to_ascii_lowercase(), v))
-            .collect();
+        // Names come lowercased from the upstream client.
+        resp.headers = hop::passed_on_answer_fields(&opened.headers);
         let issued = resp.header(SESSION_ID).map(str::to_owned);
         match opened.body {
             StreamedBody::Whole(body) => {
