@@ -17,7 +17,7 @@
 
 use crate::backend::BackendError;
 use crate::config::{ClusterConfig, LimitsConfig};
-use crate::exchange::HttpResponse;
+use crate::exchange::{HeaderFields, HttpResponse};
 use crate::ingress::h1::{BodyFraming, Framing, Head, HeadLimits, Refusal};
 use crate::ingress::h1_io::{too_large, H1Io, HeadWait, NoHead, LINGER_TIME};
 use crate::series::ClusterMetrics;
@@ -141,7 +141,7 @@ impl PassThrough {
             Some(q) => format!("{}?{q}", head.path),
             None => head.path,
         };
-        let headers = request_headers(head.headers);
+        let headers = request_headers(&head.headers);
         let req = Request {
             method: &head.method,
             path: &target,
@@ -235,17 +235,12 @@ fn announced(headers: &Fields) -> BodyFraming {
 /// The client's end-to-end request headers (names are lowercase from the
 /// reader). `Expect` is answered here. A value that is not UTF-8 cannot be
 /// handed to the upstream client and is left out, as the relay does.
-fn request_headers(headers: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
-    let named = connection_options(
-        headers
-            .iter()
-            .filter(|(n, _)| n == "connection")
-            .map(|(_, v)| v.as_slice()),
-    );
+fn request_headers(headers: &HeaderFields) -> Vec<(String, String)> {
+    let named = connection_options(headers.get_all("connection"));
     headers
-        .into_iter()
-        .filter(|(n, _)| !stays_behind(n) && n != "expect" && !named.iter().any(|c| c == n))
-        .filter_map(|(n, v)| Some((n, String::from_utf8(v).ok()?)))
+        .iter()
+        .filter(|(n, _)| !stays_behind(n) && *n != "expect" && !named.iter().any(|c| c == n))
+        .filter_map(|(n, v)| Some((n.to_owned(), std::str::from_utf8(v).ok()?.to_owned())))
         .collect()
 }
 
@@ -253,16 +248,13 @@ fn request_headers(headers: Vec<(String, Vec<u8>)>) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
-    fn req(pairs: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
-        pairs
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
-            .collect()
+    fn req(pairs: &[(&str, &str)]) -> HeaderFields {
+        pairs.iter().map(|(n, v)| (*n, v.as_bytes())).collect()
     }
 
     #[test]
     fn hop_by_hop_request_headers_stay_behind() {
-        let kept = request_headers(req(&[
+        let kept = request_headers(&req(&[
             ("host", "client.example"),
             ("connection", "keep-alive, X-Secret"),
             ("x-secret", "1"),

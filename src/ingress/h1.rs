@@ -8,6 +8,7 @@
 //! upstream client shares.
 
 pub use crate::chunked::{ChunkError, Chunked, Step};
+use aap_core::exchange::HeaderFields;
 use std::mem::MaybeUninit;
 
 /// The most header lines the tokenizer holds (see the config limit).
@@ -69,7 +70,7 @@ pub struct Head {
     pub path: String,
     pub query: Option<String>,
     /// Names lowercased, values as sent.
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: HeaderFields,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and 1.2–1.9, handled as 1.1).
     pub minor: u8,
     pub framing: Framing,
@@ -238,11 +239,21 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
     let mut close = false;
     let mut keep_alive_token = false;
     let mut expect_continue = false;
-    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut headers = HeaderFields::with_capacity(req.headers.len(), header_bytes);
     for h in req.headers.iter() {
-        let name = h.name.to_ascii_lowercase();
         let value = trim_ows(h.value);
-        match name.as_str() {
+        // Names are tokens (httparse checked them): lowercase without a copy.
+        let mut lower = [0u8; 20];
+        let name = match lower.get_mut(..h.name.len()) {
+            Some(out) => {
+                out.copy_from_slice(h.name.as_bytes());
+                out.make_ascii_lowercase();
+                std::str::from_utf8(out).unwrap_or_default()
+            }
+            // Longer than any field the gateway reads: just kept.
+            None => "",
+        };
+        match name {
             "host" => {
                 hosts += 1;
                 host_value = value;
@@ -275,7 +286,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
             }
             _ => {}
         }
-        headers.push((name, h.value.to_vec()));
+        headers.push(h.name, h.value);
     }
     // RFC 9112 §3.2: exactly one Host on HTTP/1.1, at most one on 1.0.
     if hosts > 1 || (minor == 1 && hosts == 0) {

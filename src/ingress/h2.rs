@@ -17,7 +17,7 @@ use super::h2_budget::{self, ConnBudget, Held, NoTurn, HEAD_COST};
 use super::h2_frames;
 use super::{new_correlation_id, too_large, Ingress, TransportAnswer, WRITE_TIMEOUT};
 use crate::error::Failure;
-use crate::exchange::{HttpRequest, HttpResponse, HttpVersion};
+use crate::exchange::{HeaderFields, HttpRequest, HttpResponse, HttpVersion};
 use crate::mcp::jsonrpc::RpcError;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::future::FutureExt;
@@ -493,12 +493,12 @@ async fn handle_stream(
 ) -> Ended {
     let started = Instant::now();
     let (parts, mut body) = req.into_parts();
-    let method = parts.method.as_str().to_owned();
-    let path = parts.uri.path().to_owned();
+    let method = parts.method.as_str();
+    let path = parts.uri.path();
     let head_only = parts.method == http::Method::HEAD;
     let at = Answer {
-        method: &method,
-        path: &path,
+        method,
+        path,
         head_only,
         started,
         peer,
@@ -509,8 +509,8 @@ async fn handle_stream(
         let bytes_out = resp.body.len() as u64;
         let _ = write_response(respond, resp, head_only).await;
         ingress.log_transport(TransportAnswer {
-            method: &method,
-            path: Some(&path),
+            method,
+            path: Some(path),
             status,
             outcome,
             started,
@@ -532,7 +532,13 @@ async fn handle_stream(
             },
         )
     };
-    let mut headers = Vec::with_capacity(parts.headers.len() + 1);
+    let size = parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len());
+    let authority_len = parts.uri.authority().map_or(0, |a| a.as_str().len() + 4);
+    let mut headers =
+        HeaderFields::with_capacity(parts.headers.len() + 1, size.sum::<usize>() + authority_len);
     let mut header_bytes = 0usize;
     let mut has_host = false;
     for (name, value) in &parts.headers {
@@ -552,7 +558,7 @@ async fn handle_stream(
         }
         has_host |= name == "host";
         header_bytes += name.len() + value.len() + 4;
-        headers.push((name.to_owned(), value.as_bytes().to_vec()));
+        headers.push(name, value.as_bytes());
     }
     // RFC 9113 §8.3.1: `:authority` stands for Host; the gateway sees it as one. A `host`
     // naming another host than `:authority` makes the request malformed: refused.
@@ -579,7 +585,7 @@ async fn handle_stream(
     if !has_host {
         if let Some(a) = parts.uri.authority() {
             header_bytes += "host".len() + a.as_str().len() + 4;
-            headers.push(("host".to_owned(), a.as_str().as_bytes().to_vec()));
+            headers.push("host", a.as_str().as_bytes());
         }
     }
     if headers.len() > limits.max_headers || header_bytes > limits.max_header_bytes {
@@ -620,8 +626,8 @@ async fn handle_stream(
         return Ended::Done;
     }
     let mut req = HttpRequest {
-        method: method.clone(),
-        path: path.clone(),
+        method: method.to_owned(),
+        path: path.to_owned(),
         query: parts.uri.query().map(str::to_owned),
         headers,
         body: Bytes::new(),

@@ -155,10 +155,8 @@ impl Relay {
                     .map_err(|e| (e, None))?;
                 id = message.id().cloned();
                 out.method = message.method().map(str::to_owned);
-                let mirror = read_mirror_headers(
-                    req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())),
-                )
-                .map_err(|e| (e, id.clone()))?;
+                let mirror =
+                    read_mirror_headers(req.headers.iter()).map_err(|e| (e, id.clone()))?;
                 let n = normalize(
                     &message,
                     &mirror,
@@ -318,7 +316,7 @@ fn forwarded_headers(req: &HttpRequest) -> Vec<(String, String)> {
                 && !NOT_FORWARDED.iter().any(|h| n.eq_ignore_ascii_case(h))
                 && !named.iter().any(|c| n.eq_ignore_ascii_case(c))
         })
-        .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+        .filter_map(|(n, v)| Some((n.to_owned(), std::str::from_utf8(v).ok()?.to_owned())))
         .collect()
 }
 
@@ -370,17 +368,16 @@ mod tests {
     fn hop_by_hop_and_credentials_stay_behind() {
         let req = HttpRequest {
             method: "POST".into(),
-            headers: vec![
-                ("authorization".into(), b"Bearer client-secret".to_vec()),
-                ("connection".into(), b"keep-alive, x-hop".to_vec()),
-                ("x-hop".into(), b"1".to_vec()),
-                ("host".into(), b"gw".to_vec()),
-                ("mcp-session-id".into(), b"abc".to_vec()),
-                (
-                    "accept".into(),
-                    b"application/json, text/event-stream".to_vec(),
-                ),
-            ],
+            headers: [
+                ("authorization", &b"Bearer client-secret"[..]),
+                ("connection", b"keep-alive, x-hop"),
+                ("x-hop", b"1"),
+                ("host", b"gw"),
+                ("mcp-session-id", b"abc"),
+                ("accept", b"application/json, text/event-stream"),
+            ]
+            .into_iter()
+            .collect(),
             ..HttpRequest::default()
         };
         let names: Vec<String> = forwarded_headers(&req)

@@ -131,7 +131,7 @@ fn request(row: &Row) -> HttpRequest {
         headers: row
             .headers
             .iter()
-            .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+            .map(|(n, v)| (*n, v.as_bytes()))
             .collect(),
         body: row.body.clone().into(),
         peer_ip: Some("127.0.0.1".parse().expect("an address")),

@@ -154,7 +154,7 @@ mod tests {
             ..HttpRequest::default()
         };
         for o in origins {
-            req.headers.push(("origin".into(), o.as_bytes().to_vec()));
+            req.headers.push("origin", o.as_bytes());
         }
         req
     }

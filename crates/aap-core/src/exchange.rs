@@ -13,7 +13,7 @@ pub struct HttpRequest {
     /// Path without the query string.
     pub path: String,
     pub query: Option<String>,
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: HeaderFields,
     pub body: Bytes,
     pub peer_ip: Option<IpAddr>,
     /// The HTTP version the request came in on.
@@ -62,10 +62,7 @@ impl HttpVersion {
 impl HttpRequest {
     /// All values of a header (name matched case-insensitively).
     pub fn header_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+        self.headers.get_all(name)
     }
 
     /// The single value of a header as UTF-8, if present exactly once and valid.
@@ -80,6 +77,91 @@ impl HttpRequest {
 
     pub fn header_count<'a>(&'a self, name: &'a str) -> usize {
         self.header_all(name).count()
+    }
+}
+
+/// A request's header fields in the order they came: names lowercased, values as sent, all in
+/// one buffer.
+///
+/// A request head has a handful of fields, each looked at a few times. Kept as one buffer and
+/// the fields' offsets, a head costs two allocations instead of two per field (a name and a
+/// value each), which was a tenth of a proxied search's allocations.
+///
+/// ```
+/// use aap_core::exchange::HeaderFields;
+/// let mut f: HeaderFields = [("Content-Type", &b"application/json"[..]), ("X-A", b"1")]
+///     .into_iter()
+///     .collect();
+/// f.push("x-a", b"2");
+/// assert_eq!(f.get_all("x-a").collect::<Vec<_>>(), [&b"1"[..], b"2"]);
+/// assert_eq!(f.iter().next(), Some(("content-type", &b"application/json"[..])));
+/// assert_eq!(f.len(), 3);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderFields {
+    bytes: Vec<u8>,
+    /// Each field's name start, value start (the name's end) and value end in `bytes`.
+    spans: Vec<[u32; 3]>,
+}
+
+impl HeaderFields {
+    /// Room for `fields` fields of `bytes` bytes of names and values in all.
+    pub fn with_capacity(fields: usize, bytes: usize) -> HeaderFields {
+        HeaderFields {
+            bytes: Vec::with_capacity(bytes),
+            spans: Vec::with_capacity(fields),
+        }
+    }
+
+    /// Add a field after the others; the name is lowercased. (Heads are refused long before
+    /// they reach 4 GiB, the most the offsets count.)
+    pub fn push(&mut self, name: &str, value: &[u8]) {
+        let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let n0 = self.bytes.len();
+        self.bytes
+            .extend(name.bytes().map(|b| b.to_ascii_lowercase()));
+        let v0 = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.spans.push([at(n0), at(v0), at(self.bytes.len())]);
+    }
+
+    /// `(name, value)` in order, names lowercased.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.spans.iter().map(|&[n, v, end]| {
+            let name = self.bytes.get(n as usize..v as usize).unwrap_or_default();
+            // Names were pushed as text and only ASCII letters changed case.
+            let name = std::str::from_utf8(name).unwrap_or_default();
+            (
+                name,
+                self.bytes.get(v as usize..end as usize).unwrap_or_default(),
+            )
+        })
+    }
+
+    /// Every value of the fields named `name` (any case), in order.
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+impl<'a> FromIterator<(&'a str, &'a [u8])> for HeaderFields {
+    fn from_iter<I: IntoIterator<Item = (&'a str, &'a [u8])>>(fields: I) -> HeaderFields {
+        let mut out = HeaderFields::default();
+        for (name, value) in fields {
+            out.push(name, value);
+        }
+        out
     }
 }
 

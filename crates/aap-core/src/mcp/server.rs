@@ -277,8 +277,7 @@ impl Mcp<'_> {
         stream_ok: bool,
         out: &mut RequestCtx,
     ) -> Result<RpcReply, RpcError> {
-        let mirror =
-            read_mirror_headers(req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())))?;
+        let mirror = read_mirror_headers(req.headers.iter())?;
         if let Some(h) = &mirror.method {
             if Some(h.as_str()) != message.method() {
                 return Err(RpcError::header_mismatch(
@@ -661,7 +660,7 @@ impl Mcp<'_> {
             .headers
             .iter()
             .filter(|(n, _)| n.starts_with("mcp-param-"))
-            .filter_map(|(n, v)| Some((n.clone(), String::from_utf8(v.clone()).ok()?)))
+            .filter_map(|(n, v)| Some((n.to_owned(), std::str::from_utf8(v).ok()?.to_owned())))
             .collect();
         forward.progress_token = params
             .and_then(|p| p.get("_meta"))
