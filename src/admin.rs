@@ -84,7 +84,7 @@ impl IngressProbe {
 async fn write(session: &mut ServerSession, mut resp: HttpResponse) -> Result<()> {
     let mut header = ResponseHeader::build(resp.status, Some(resp.headers.len() + 2))?;
     for (n, v) in &resp.headers {
-        header.insert_header(n.clone(), v.as_str())?;
+        header.insert_header(n.to_string(), v.as_ref())?;
     }
     let Some(mut rest) = resp.stream.take() else {
         header.insert_header("content-length", resp.body.len().to_string())?;

@@ -85,7 +85,7 @@ impl Cors<'_> {
         out.outcome = "preflight".into();
         Some(
             HttpResponse::new(204)
-                .with_header("access-control-allow-origin", origin)
+                .with_header("access-control-allow-origin", origin.to_owned())
                 .with_header("access-control-allow-methods", self.methods)
                 .with_header("access-control-allow-headers", allowed.join(", "))
                 .with_header("access-control-max-age", CORS_MAX_AGE)
@@ -102,7 +102,7 @@ impl Cors<'_> {
     pub(super) fn decorate(&self, req: &HttpRequest, resp: HttpResponse) -> HttpResponse {
         match self.allowed_origin(req) {
             Some(origin) => resp
-                .with_header("access-control-allow-origin", origin)
+                .with_header("access-control-allow-origin", origin.to_owned())
                 .with_header("access-control-expose-headers", self.expose_headers)
                 .with_header("vary", "Origin"),
             None if !self.origins.is_empty() => resp.with_header("vary", "Origin"),

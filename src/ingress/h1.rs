@@ -8,7 +8,7 @@
 //! upstream client shares.
 
 pub use crate::chunked::{ChunkError, Chunked, Step};
-use aap_core::exchange::HeaderFields;
+use aap_core::exchange::{FieldText, HeaderFields};
 use std::mem::MaybeUninit;
 
 /// The most header lines the tokenizer holds (see the config limit).
@@ -620,7 +620,7 @@ pub fn write_head(
     out: &mut Vec<u8>,
     minor: u8,
     status: u16,
-    headers: &[(String, String)],
+    headers: &[(FieldText, FieldText)],
     body: BodyFraming,
     keep_alive: bool,
 ) {

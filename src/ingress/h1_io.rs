@@ -6,7 +6,7 @@
 //! theirs (limits, logs, 100-continue, refusals, what an answer is) stays with them.
 
 use super::h1::{self, BodyFraming, Framing, Head, HeadLimits, Refusal};
-use crate::exchange::HttpResponse;
+use crate::exchange::{FieldText, HttpResponse};
 use bytes::{Buf, BytesMut};
 use pingora::protocols::Stream;
 use pingora::server::ShutdownWatch;
@@ -332,7 +332,7 @@ impl H1Io {
     pub async fn write_head_only(
         &mut self,
         status: u16,
-        headers: &[(String, String)],
+        headers: &[(FieldText, FieldText)],
         framing: BodyFraming,
         minor: u8,
         keep_alive: bool,

@@ -26,6 +26,7 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue};
 use pingora::server::ShutdownWatch;
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
@@ -800,7 +801,11 @@ async fn write_response(
         }
         // The value's bytes are moved, not copied; `from_maybe_shared` refuses control
         // bytes as `from_str` does and lets obs-text through, as the HTTP/1 writer does.
-        if let Ok(mut value) = HeaderValue::from_maybe_shared(Bytes::from(v.into_bytes())) {
+        let bytes = match v {
+            Cow::Borrowed(v) => Bytes::from_static(v.as_bytes()),
+            Cow::Owned(v) => Bytes::from(v.into_bytes()),
+        };
+        if let Ok(mut value) = HeaderValue::from_maybe_shared(bytes) {
             // A value new on every answer (the correlation id) would only churn the
             // connection's HPACK table: sent as a literal never indexed, it skips the
             // encoder's table search and insertion.

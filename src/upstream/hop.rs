@@ -1,6 +1,7 @@
 //! Hop-by-hop header fields (RFC 9110 §7.6.1): those that belong to one connection, and those a
 //! message's `Connection` field names. What the relay and the pass-through keep off the next hop.
 
+use crate::exchange::FieldText;
 use crate::upstream::client::Fields;
 
 /// Fields that belong to one connection, in either direction. `Proxy-*` fields (such as
@@ -64,9 +65,9 @@ pub fn stays_behind(name: &str) -> bool {
 ///     ("Connection", "X-Up-Secret"), ("x-up-secret", "1"), ("Keep-Alive", "timeout=5"),
 ///     ("Content-Length", "2"), ("Content-Type", "text/plain"),
 /// ]));
-/// assert_eq!(kept, [("content-type".to_owned(), "text/plain".to_owned())]);
+/// assert_eq!(kept, [("content-type".into(), "text/plain".into())]);
 /// ```
-pub fn passed_on_answer_fields(fields: &Fields) -> Vec<(String, String)> {
+pub fn passed_on_answer_fields(fields: &Fields) -> Vec<(FieldText, FieldText)> {
     let named = connection_options(
         fields
             .iter()
@@ -76,7 +77,7 @@ pub fn passed_on_answer_fields(fields: &Fields) -> Vec<(String, String)> {
     fields
         .iter()
         .filter(|(n, _)| !stays_behind(n) && !named.iter().any(|o| n.eq_ignore_ascii_case(o)))
-        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .map(|(n, v)| (n.to_owned().into(), v.to_owned().into()))
         .collect()
 }
 
@@ -86,7 +87,9 @@ mod tests {
 
     #[test]
     fn hop_by_hop_response_headers_stay_behind() {
-        let up = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let up = |n: &str, v: &str| -> (FieldText, FieldText) {
+            (n.to_owned().into(), v.to_owned().into())
+        };
         let kept = passed_on_answer_fields(&Fields::from_pairs([
             ("Connection", "x-up-secret"),
             ("X-Up-Secret", "1"),

@@ -125,7 +125,7 @@ impl Relay {
             Err((err, id)) => {
                 out.outcome = err.code.to_string();
                 let mut resp = HttpResponse::json(err.http_status, &err.to_body(id.as_ref()));
-                resp.headers.extend(err.headers.iter().cloned());
+                resp.add_fields(err.headers.iter().cloned());
                 resp
             }
         }
@@ -180,7 +180,7 @@ impl Relay {
                 out.outcome = "405".into();
                 let err = method_not_allowed();
                 let mut resp = HttpResponse::json(405, &err.to_body(None));
-                resp.headers.extend(err.headers);
+                resp.add_fields(err.headers);
                 return Ok(resp);
             }
         }

@@ -4,6 +4,7 @@
 //! about Pingora.
 
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 /// An HTTP request as the core sees it: header names lowercased, values raw.
@@ -169,11 +170,15 @@ impl<'a> FromIterator<(&'a str, &'a [u8])> for HeaderFields {
 /// (request-scoped SSE); the response ends when the sender is dropped.
 pub type BodyStream = tokio::sync::mpsc::Receiver<Bytes>;
 
+/// A response header field's name or value: most are constants, so they are borrowed.
+pub type FieldText = Cow<'static, str>;
+
 /// An HTTP response produced by the core.
 #[derive(Debug)]
 pub struct HttpResponse {
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    /// Names lowercased.
+    pub headers: Vec<(FieldText, FieldText)>,
     /// The whole body, or its first part when `stream` is set.
     pub body: Bytes,
     /// More body, written as it arrives (chunked framing).
@@ -244,15 +249,23 @@ impl HttpResponse {
         }
     }
 
-    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
-        self.headers.push((name.to_ascii_lowercase(), value.into()));
+    /// Add a field; `name` is a constant in lowercase (as HTTP/2 requires).
+    pub fn with_header(mut self, name: &'static str, value: impl Into<FieldText>) -> Self {
+        debug_assert!(!name.bytes().any(|b| b.is_ascii_uppercase()), "{name}");
+        self.headers.push((Cow::Borrowed(name), value.into()));
         self
+    }
+
+    /// Add fields built at run time (names lowercased).
+    pub fn add_fields(&mut self, fields: impl IntoIterator<Item = (String, String)>) {
+        self.headers
+            .extend(fields.into_iter().map(|(n, v)| (n.into(), v.into())));
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 }

@@ -139,7 +139,7 @@ fn refused(e: &RpcError, req: &HttpRequest, max_json_depth: usize) -> HttpRespon
 
 fn respond(e: &RpcError, id: Option<&Value>) -> HttpResponse {
     let mut resp = HttpResponse::json(e.http_status, &e.to_body(id));
-    resp.headers.extend(e.headers.iter().cloned());
+    resp.add_fields(e.headers.iter().cloned());
     resp
 }
 

@@ -226,6 +226,7 @@ impl Caller<'_> {
             .headers
             .into_iter()
             .filter(|(n, _)| n == "www-authenticate")
+            .map(|(n, v)| (n.into_owned(), v.into_owned()))
             .collect();
         Err(e)
     }
@@ -470,7 +471,7 @@ impl Authenticator {
     pub fn challenge(&self, denial: &Denial) -> HttpResponse {
         let e = self.refusal(denial);
         let mut resp = HttpResponse::json(e.http_status, &e.to_body(None));
-        resp.headers.extend(e.headers);
+        resp.add_fields(e.headers);
         resp
     }
 

@@ -184,7 +184,7 @@ impl Mcp<'_> {
     ) -> HttpResponse {
         out.outcome = err.code.to_string();
         let mut resp = HttpResponse::json(err.http_status, &err.to_body(id));
-        resp.headers.extend(err.headers.iter().cloned());
+        resp.add_fields(err.headers.iter().cloned());
         resp
     }
 
@@ -251,7 +251,7 @@ impl Mcp<'_> {
                         HttpResponse::sse_bytes(reply.status, &body)
                     }
                 };
-                resp.headers.extend(reply.headers);
+                resp.add_fields(reply.headers);
                 resp
             }
             Err(e) => {
@@ -263,7 +263,7 @@ impl Mcp<'_> {
                     ResponseMedia::Json => HttpResponse::json(200, &body),
                     ResponseMedia::EventStream => HttpResponse::sse(200, &body),
                 };
-                resp.headers.extend(e.headers);
+                resp.add_fields(e.headers);
                 resp
             }
         }
@@ -795,7 +795,7 @@ pub fn refusal(e: &RpcError, req: &HttpRequest, id_depth: usize) -> HttpResponse
         .then(|| jsonrpc::request_id(&req.body, id_depth))
         .flatten();
     let mut resp = HttpResponse::json(e.http_status, &e.to_body(id.as_ref()));
-    resp.headers.extend(e.headers.iter().cloned());
+    resp.add_fields(e.headers.iter().cloned());
     resp
 }
 
