@@ -152,11 +152,11 @@ fn parse_top<'de>(
     bytes: &'de [u8],
     max_depth: usize,
     slot: &ArgumentsSlot<'de>,
-) -> Result<Top<'de>, RpcError> {
+) -> Result<Shape<'de>, RpcError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let top = TopSeed {
+    let top = ShapeSeed {
         depth_left: max_depth,
-        slot,
+        envelope: Some(slot),
     }
     .deserialize(&mut de)
     .map_err(|e| RpcError::parse(describe_parse_error(&e)))?;
@@ -165,10 +165,17 @@ fn parse_top<'de>(
     Ok(top)
 }
 
-/// What a body's top level is.
-enum Top<'de> {
+/// A member that counts only when it is a string: its text, or `None`.
+type Member<'de> = Option<Cow<'de, str>>;
+
+/// What a value is, as far as the envelope needs to know; read with the strictness of
+/// [`StrictValue`] (unique names, bounded depth) whatever it is.
+enum Shape<'de> {
+    /// A message body's top-level object (read with [`ShapeSeed::envelope`] set).
     Envelope(Envelope<'de>),
     Array,
+    Str(Cow<'de, str>),
+    /// Anything else: a number, `true`, `false`, `null`, or an object below the top.
     Other,
 }
 
@@ -184,22 +191,16 @@ struct Envelope<'de> {
     error: bool,
 }
 
-/// A member that counts only when it is a string.
-enum Member<'de> {
-    Str(Cow<'de, str>),
-    Other,
-}
-
-impl<'de> Top<'de> {
-    /// The envelope rules, checked in the order (and with the errors) of
-    /// [`message_from_value`].
+impl<'de> Shape<'de> {
+    /// The envelope rules, in order: an object, `jsonrpc` "2.0", a string or integer `id`, an
+    /// object `params`, then what `method`, `result` and `error` make it.
     fn into_message(self) -> Result<Message, RpcError> {
         let env = match self {
-            Top::Envelope(env) => env,
-            Top::Array => return Err(RpcError::invalid_request(BATCH)),
-            Top::Other => return Err(RpcError::invalid_request(NOT_AN_OBJECT)),
+            Shape::Envelope(env) => env,
+            Shape::Array => return Err(RpcError::invalid_request(BATCH)),
+            Shape::Str(_) | Shape::Other => return Err(RpcError::invalid_request(NOT_AN_OBJECT)),
         };
-        if !matches!(&env.jsonrpc, Some(Member::Str(v)) if v == "2.0") {
+        if !matches!(&env.jsonrpc, Some(Some(v)) if v == "2.0") {
             return Err(RpcError::invalid_request(BAD_VERSION));
         }
         let id = env.id.map(valid_id).transpose()?;
@@ -209,7 +210,7 @@ impl<'de> Top<'de> {
             Some(_) => return Err(RpcError::invalid_request(BAD_PARAMS)),
         };
         match env.method {
-            Some(Member::Str(method)) => {
+            Some(Some(method)) => {
                 if env.result || env.error {
                     return Err(RpcError::invalid_request(METHOD_AND_RESULT));
                 }
@@ -224,7 +225,7 @@ impl<'de> Top<'de> {
                     None => Message::Notification { method, params },
                 })
             }
-            Some(Member::Other) => Err(RpcError::invalid_request(BAD_METHOD)),
+            Some(None) => Err(RpcError::invalid_request(BAD_METHOD)),
             None => match (id, env.result ^ env.error) {
                 (Some(id), true) => Ok(Message::Response { id }),
                 _ => Err(RpcError::invalid_request(NO_METHOD)),
@@ -253,47 +254,26 @@ fn valid_id(id: Value) -> Result<Value, RpcError> {
     }
 }
 
-/// Validate the JSON-RPC envelope of an already-parsed value.
+/// Validate the JSON-RPC envelope of an already-parsed value (the rules [`parse_message`]
+/// applies to the members it reads).
 pub fn message_from_value(value: Value) -> Result<Message, RpcError> {
-    let mut obj = match value {
-        Value::Object(obj) => obj,
-        Value::Array(_) => return Err(RpcError::invalid_request(BATCH)),
-        _ => return Err(RpcError::invalid_request(NOT_AN_OBJECT)),
+    let text = |v: Value| match v {
+        Value::String(s) => Some(Cow::Owned(s)),
+        _ => None,
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(RpcError::invalid_request(BAD_VERSION));
-    }
-    let id = obj.remove("id").map(valid_id).transpose()?;
-    let params = match obj.remove("params") {
-        None => None,
-        Some(Value::Object(p)) => Some(p),
-        Some(_) => return Err(RpcError::invalid_request(BAD_PARAMS)),
+    let shape = match value {
+        Value::Object(mut obj) => Shape::Envelope(Envelope {
+            jsonrpc: obj.remove("jsonrpc").map(text),
+            id: obj.remove("id"),
+            method: obj.remove("method").map(text),
+            params: obj.remove("params"),
+            result: obj.contains_key("result"),
+            error: obj.contains_key("error"),
+        }),
+        Value::Array(_) => Shape::Array,
+        _ => Shape::Other,
     };
-    match obj.remove("method") {
-        Some(Value::String(method)) => {
-            if obj.contains_key("result") || obj.contains_key("error") {
-                return Err(RpcError::invalid_request(METHOD_AND_RESULT));
-            }
-            Ok(match id {
-                Some(id) => Message::Request {
-                    id,
-                    method,
-                    params,
-                    arguments: None,
-                },
-                None => Message::Notification { method, params },
-            })
-        }
-        Some(_) => Err(RpcError::invalid_request(BAD_METHOD)),
-        None => {
-            let has_result = obj.contains_key("result");
-            let has_error = obj.contains_key("error");
-            match (id, has_result ^ has_error) {
-                (Some(id), true) => Ok(Message::Response { id }),
-                _ => Err(RpcError::invalid_request(NO_METHOD)),
-            }
-        }
-    }
+    shape.into_message()
 }
 
 /// Where [`parse_message`] keeps the text of `params.arguments` and the
@@ -428,89 +408,109 @@ impl<'de> Visitor<'de> for StrictValue<'_, 'de> {
     }
 }
 
-/// Reads a body's top level into a [`Top`]; below it, [`StrictValue`].
-struct TopSeed<'s, 'de> {
+/// Reads a value into a [`Shape`]; below what it keeps, [`StrictValue`].
+struct ShapeSeed<'s, 'de> {
     depth_left: usize,
-    slot: &'s ArgumentsSlot<'de>,
+    /// Set at a message body's top level: an object is read as its [`Envelope`], and
+    /// `params.arguments` goes to this slot.
+    envelope: Option<&'s ArgumentsSlot<'de>>,
 }
 
-impl<'s, 'de> TopSeed<'s, 'de> {
+impl<'s, 'de> ShapeSeed<'s, 'de> {
     fn strict(&self) -> StrictValue<'s, 'de> {
         StrictValue {
             depth_left: self.depth_left,
-            arguments: None,
+            arguments: self.envelope.map(|slot| (slot, Level::Root)),
         }
+    }
+
+    /// A member of the envelope, one level down.
+    fn member<E: de::Error>(strict: &StrictValue<'s, 'de>) -> Result<ShapeSeed<'s, 'de>, E> {
+        Ok(ShapeSeed {
+            depth_left: strict.child::<E>(None)?.depth_left,
+            envelope: None,
+        })
     }
 }
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_, 'de> {
-    type Value = Top<'de>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Top<'de>, D::Error> {
+impl<'de> DeserializeSeed<'de> for ShapeSeed<'_, 'de> {
+    type Value = Shape<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Shape<'de>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for TopSeed<'_, 'de> {
-    type Value = Top<'de>;
+impl<'de> Visitor<'de> for ShapeSeed<'_, 'de> {
+    type Value = Shape<'de>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_bool<E>(self, _: bool) -> Result<Shape<'de>, E> {
+        Ok(Shape::Other)
     }
-    fn visit_i64<E>(self, _: i64) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_i64<E>(self, _: i64) -> Result<Shape<'de>, E> {
+        Ok(Shape::Other)
     }
-    fn visit_u64<E>(self, _: u64) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_u64<E>(self, _: u64) -> Result<Shape<'de>, E> {
+        Ok(Shape::Other)
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Top<'de>, E> {
-        self.strict().visit_f64(v).map(|_| Top::Other)
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Shape<'de>, E> {
+        self.strict().visit_f64(v).map(|_| Shape::Other)
     }
-    fn visit_str<E>(self, _: &str) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Shape<'de>, E> {
+        Ok(Shape::Str(Cow::Borrowed(v)))
     }
-    fn visit_unit<E>(self) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_str<E>(self, v: &str) -> Result<Shape<'de>, E> {
+        Ok(Shape::Str(Cow::Owned(v.to_owned())))
     }
-    fn visit_none<E>(self) -> Result<Top<'de>, E> {
-        Ok(Top::Other)
+    fn visit_string<E>(self, v: String) -> Result<Shape<'de>, E> {
+        Ok(Shape::Str(Cow::Owned(v)))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Top<'de>, A::Error> {
-        self.strict().visit_seq(seq).map(|_| Top::Array)
+    fn visit_unit<E>(self) -> Result<Shape<'de>, E> {
+        Ok(Shape::Other)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-        let duplicate = || de::Error::custom("duplicate key in JSON object");
-        let strict = StrictValue {
-            depth_left: self.depth_left,
-            arguments: Some((self.slot, Level::Root)),
+    fn visit_none<E>(self) -> Result<Shape<'de>, E> {
+        Ok(Shape::Other)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<'de>, A::Error> {
+        self.strict().visit_seq(seq).map(|_| Shape::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
+        let strict = self.strict();
+        let Some(slot) = self.envelope else {
+            return strict.visit_map(map).map(|_| Shape::Other);
         };
+        let duplicate = || de::Error::custom("duplicate key in JSON object");
         let mut env = Envelope::default();
         // Names of members the envelope does not read, for the duplicate check (rare).
         let mut others: Vec<Cow<'de, str>> = Vec::new();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             match key.as_ref() {
                 "jsonrpc" | "method" => {
-                    let slot = if key == "jsonrpc" {
+                    let kept = if key == "jsonrpc" {
                         &mut env.jsonrpc
                     } else {
                         &mut env.method
                     };
-                    if slot.is_some() {
+                    if kept.is_some() {
                         return Err(duplicate());
                     }
-                    *slot = Some(map.next_value_seed(MemberSeed(strict.child(None)?))?);
+                    let member = map.next_value_seed(ShapeSeed::member(&strict)?)?;
+                    *kept = Some(match member {
+                        Shape::Str(text) => Some(text),
+                        _ => None,
+                    });
                 }
                 "id" | "params" => {
-                    let (slot, below) = if key == "id" {
+                    let (kept, below) = if key == "id" {
                         (&mut env.id, None)
                     } else {
-                        (&mut env.params, Some((self.slot, Level::Params)))
+                        (&mut env.params, Some((slot, Level::Params)))
                     };
-                    if slot.is_some() {
+                    if kept.is_some() {
                         return Err(duplicate());
                     }
-                    *slot = Some(map.next_value_seed(strict.child(below)?)?);
+                    *kept = Some(map.next_value_seed(strict.child(below)?)?);
                 }
                 "result" | "error" => {
                     let seen = if key == "result" {
@@ -532,7 +532,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, 'de> {
                 }
             }
         }
-        Ok(Top::Envelope(env))
+        Ok(Shape::Envelope(env))
     }
 }
 
@@ -559,56 +559,6 @@ impl<'de> Visitor<'de> for KeySeed {
     }
     fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
         Ok(Cow::Owned(v))
-    }
-}
-
-/// A member read as strictly as any value, kept only when it is a string.
-struct MemberSeed<'s, 'de>(StrictValue<'s, 'de>);
-
-impl<'de> DeserializeSeed<'de> for MemberSeed<'_, 'de> {
-    type Value = Member<'de>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Member<'de>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for MemberSeed<'_, 'de> {
-    type Value = Member<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Member<'de>, E> {
-        Ok(Member::Str(Cow::Borrowed(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Member<'de>, E> {
-        Ok(Member::Str(Cow::Owned(v.to_owned())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Member<'de>, E> {
-        Ok(Member::Str(Cow::Owned(v)))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Member<'de>, E> {
-        self.0.visit_f64(v).map(|_| Member::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-    fn visit_none<E>(self) -> Result<Member<'de>, E> {
-        Ok(Member::Other)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Member<'de>, A::Error> {
-        self.0.visit_seq(seq).map(|_| Member::Other)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Member<'de>, A::Error> {
-        self.0.visit_map(map).map(|_| Member::Other)
     }
 }
 
