@@ -242,18 +242,7 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
     let mut headers = HeaderFields::with_capacity(req.headers.len(), header_bytes);
     for h in req.headers.iter() {
         let value = trim_ows(h.value);
-        // Names are tokens (httparse checked them): lowercase without a copy.
-        let mut lower = [0u8; 20];
-        let name = match lower.get_mut(..h.name.len()) {
-            Some(out) => {
-                out.copy_from_slice(h.name.as_bytes());
-                out.make_ascii_lowercase();
-                std::str::from_utf8(out).unwrap_or_default()
-            }
-            // Longer than any field the gateway reads: just kept.
-            None => "",
-        };
-        match name {
+        match headers.push(h.name, h.value) {
             "host" => {
                 hosts += 1;
                 host_value = value;
@@ -286,7 +275,6 @@ pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Head, Refusal> {
             }
             _ => {}
         }
-        headers.push(h.name, h.value);
     }
     // RFC 9112 §3.2: exactly one Host on HTTP/1.1, at most one on 1.0.
     if hosts > 1 || (minor == 1 && hosts == 0) {

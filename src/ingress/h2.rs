@@ -533,14 +533,16 @@ async fn handle_stream(
             },
         )
     };
-    let size = parts
+    // A field line costs its name, value, ": " and CRLF against the limit; `host` may be added.
+    let field_bytes: usize = parts
         .headers
         .iter()
-        .map(|(n, v)| n.as_str().len() + v.len());
-    let authority_len = parts.uri.authority().map_or(0, |a| a.as_str().len() + 4);
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    let mut header_bytes = field_bytes + 4 * parts.headers.len();
+    let authority_len = parts.uri.authority().map_or(0, |a| a.as_str().len());
     let mut headers =
-        HeaderFields::with_capacity(parts.headers.len() + 1, size.sum::<usize>() + authority_len);
-    let mut header_bytes = 0usize;
+        HeaderFields::with_capacity(parts.headers.len() + 1, field_bytes + 4 + authority_len);
     let mut has_host = false;
     for (name, value) in &parts.headers {
         if padded(value) {
@@ -558,7 +560,6 @@ async fn handle_stream(
             return at.refuse(ingress, respond, r).await;
         }
         has_host |= name == "host";
-        header_bytes += name.len() + value.len() + 4;
         headers.push(name, value.as_bytes());
     }
     // RFC 9113 §8.3.1: `:authority` stands for Host; the gateway sees it as one. A `host`

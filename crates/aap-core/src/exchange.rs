@@ -93,7 +93,7 @@ impl HttpRequest {
 /// let mut f: HeaderFields = [("Content-Type", &b"application/json"[..]), ("X-A", b"1")]
 ///     .into_iter()
 ///     .collect();
-/// f.push("x-a", b"2");
+/// assert_eq!(f.push("X-a", b"2"), "x-a");
 /// assert_eq!(f.get_all("x-a").collect::<Vec<_>>(), [&b"1"[..], b"2"]);
 /// assert_eq!(f.iter().next(), Some(("content-type", &b"application/json"[..])));
 /// assert_eq!(f.len(), 3);
@@ -114,9 +114,10 @@ impl HeaderFields {
         }
     }
 
-    /// Add a field after the others; the name is lowercased. (Heads are refused long before
-    /// they reach 4 GiB, the most the offsets count.)
-    pub fn push(&mut self, name: &str, value: &[u8]) {
+    /// Add a field after the others; the name is lowercased, and returned so (for a reader
+    /// that looks at the name as it adds the field). Heads are refused long before they reach
+    /// 4 GiB, the most the offsets count.
+    pub fn push(&mut self, name: &str, value: &[u8]) -> &str {
         let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
         let n0 = self.bytes.len();
         self.bytes
@@ -124,6 +125,9 @@ impl HeaderFields {
         let v0 = self.bytes.len();
         self.bytes.extend_from_slice(value);
         self.spans.push([at(n0), at(v0), at(self.bytes.len())]);
+        // Only ASCII letters changed case, so the name is still text.
+        let name = self.bytes.get(n0..v0).unwrap_or_default();
+        std::str::from_utf8(name).unwrap_or_default()
     }
 
     /// `(name, value)` in order, names lowercased.

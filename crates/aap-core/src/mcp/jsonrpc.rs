@@ -657,7 +657,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","method":"x","x":{"a":1,"a":2}}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":{"a":1,"a":2}}"#,
             br#"{"jsonrpc":["2.0"],"id":1,"method":"x"}"#,
-            br#"{"jsonrpc":"2.0","id":"a","method":"xy"}"#,
+            br#"{"jsonr\u0070c":"2.0","id":"a","meth\u006fd":"x\u0079"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"arguments":{},"arguments":{}}}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[[[[1]]]]}}"#,
             br#"[{"a":1,"a":2}]"#,
@@ -684,8 +684,10 @@ mod tests {
                 }
             }
         }
+        // Member names with escapes are read as their text.
         let m = parse_message(bodies[12], 32).unwrap();
         assert_eq!(m.method(), Some("xy"));
+        assert_eq!(m.id(), Some(&Value::from("a")));
     }
 
     #[test]
