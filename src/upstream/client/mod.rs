@@ -393,21 +393,6 @@ impl Client {
         let spec = &self
             .peer(i)
             .ok_or_else(|| Failure::NotDelivered("no peer available".into()))?;
-        let peer = HttpPeer::new(
-            spec.addr,
-            spec.tls,
-            if spec.tls {
-                spec.host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned()
-            } else {
-                String::new()
-            },
-        );
-        // The connect is timed here, on the runtime's timer: a timeout in the
-        // peer's options would be timed by `pingora_timeout`, whose first use
-        // starts a process-wide thread that wakes 100 times a second.
         // A request that cannot be sent fails before it takes a connection.
         let mut trace_headers = Vec::new();
         if let Some(s) = span {
@@ -420,35 +405,15 @@ impl Client {
             .map_err(|why| Failure::NotDelivered(format!("request to {}: {why}", spec.addr)))?;
         // An idle connection to the peer, of a read for a read, of a write
         // for a write (none is kept after a write's answer).
-        let pooled = self.pool.take((i, !req.retryable));
-        let connect = match pooled {
-            Some(s) => Ok(Ok((s, true))),
-            None => {
-                tokio::time::timeout(self.cfg.connect_timeout, self.connector.new_stream(&peer))
-                    .await
-                    .map(|r| r.map(|s| (s, false)))
-            }
-        };
-        let mut stream = match connect {
-            Ok(Ok((s, reused))) => {
-                self.stats.connected(reused);
+        let mut stream = match self.pool.take((i, !req.retryable)) {
+            Some(s) => {
+                self.stats.connected(true);
                 s
             }
-            Ok(Err(e)) => {
-                self.mark_failed(spec.addr);
-                return Err(Failure::NotDelivered(format!(
-                    "connect to {}: {}",
-                    spec.addr,
-                    e.etype().as_str()
-                )));
-            }
-            Err(_) => {
-                self.mark_failed(spec.addr);
-                return Err(Failure::NotDelivered(format!(
-                    "connect to {}: timed out",
-                    spec.addr
-                )));
-            }
+            // Boxed: the connector's future is about 8 KiB, and held inline it
+            // made every call's future (and the copies of it up the chain) that
+            // much larger, pooled connection or not.
+            None => Box::pin(self.connect(spec)).await?,
         };
         let written = tokio::time::timeout(self.cfg.request_timeout, async {
             stream.write_all(&wire).await?;
@@ -467,6 +432,47 @@ impl Client {
                 "{}: timed out while sending",
                 spec.addr
             ))),
+        }
+    }
+
+    /// A new connection to `spec` (no idle one was pooled), timed on the
+    /// runtime's timer: a timeout in the peer's options would be timed by
+    /// `pingora_timeout`, whose first use starts a process-wide thread that
+    /// wakes 100 times a second. A failure marks the address failed.
+    async fn connect(&self, spec: &PeerAddr) -> Result<Stream, Failure> {
+        let peer = HttpPeer::new(
+            spec.addr,
+            spec.tls,
+            if spec.tls {
+                spec.host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned()
+            } else {
+                String::new()
+            },
+        );
+        match tokio::time::timeout(self.cfg.connect_timeout, self.connector.new_stream(&peer)).await
+        {
+            Ok(Ok(s)) => {
+                self.stats.connected(false);
+                Ok(s)
+            }
+            Ok(Err(e)) => {
+                self.mark_failed(spec.addr);
+                Err(Failure::NotDelivered(format!(
+                    "connect to {}: {}",
+                    spec.addr,
+                    e.etype().as_str()
+                )))
+            }
+            Err(_) => {
+                self.mark_failed(spec.addr);
+                Err(Failure::NotDelivered(format!(
+                    "connect to {}: timed out",
+                    spec.addr
+                )))
+            }
         }
     }
 
