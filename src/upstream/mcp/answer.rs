@@ -6,6 +6,8 @@ use crate::aap::payload::Payload;
 use crate::backend::{BackendError, ProtocolError};
 use crate::json;
 use crate::upstream::client::Reply;
+use bytes::Bytes;
+use bytestring::ByteString;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 
@@ -112,8 +114,8 @@ enum FrameError {
 }
 
 impl<'a> CallFrame<'a> {
-    fn read(body: &'a [u8]) -> Result<CallFrame<'a>, FrameError> {
-        let mut r = json::Reader::from_slice(body).map_err(|_| FrameError::Frame)?;
+    fn read(body: &'a ByteString) -> Result<CallFrame<'a>, FrameError> {
+        let mut r = json::Reader::shared(body);
         let mut frame = CallFrame {
             jsonrpc: None,
             error: None,
@@ -206,12 +208,17 @@ pub(super) fn tool_result(reply: &Reply, id: &Value) -> Result<Payload, BackendE
 }
 
 /// The AAP payload of a tools/call answer sent as `application/json`
-/// (`status`: the HTTP status it came with, for the error text).
-pub fn read_json_answer(body: &[u8], status: u16) -> Result<Payload, BackendError> {
-    let answer = CallFrame::read(body).map_err(|e| match e {
-        FrameError::Frame => BackendError::InvalidResponse(format!(
+/// (`status`: the HTTP status it came with, for the error text). The payload
+/// document shares `body`'s buffer.
+pub fn read_json_answer(body: &Bytes, status: u16) -> Result<Payload, BackendError> {
+    let not_a_response = || {
+        BackendError::InvalidResponse(format!(
             "upstream answered HTTP {status} with a body that is not a JSON-RPC tools/call response"
-        )),
+        ))
+    };
+    let body = ByteString::try_from(body.clone()).map_err(|_| not_a_response())?;
+    let answer = CallFrame::read(&body).map_err(|e| match e {
+        FrameError::Frame => not_a_response(),
         FrameError::Payload(e) => BackendError::InvalidResponse(format!(
             "upstream structuredContent is not a JSON document with unique member names ({e})"
         )),

@@ -9,6 +9,7 @@
 //! validates it and the writer that passes the same bytes on.
 
 use super::{Error, Reader};
+use bytestring::ByteString;
 use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -26,8 +27,9 @@ use std::ops::Range;
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Doc {
-    /// The text read (for an upstream answer, the whole frame).
-    text: String,
+    /// The text read (for an upstream answer, the whole frame, shared with
+    /// the answer's buffer rather than copied).
+    text: ByteString,
     /// Where the value itself is in `text`.
     span: Range<usize>,
     nodes: Vec<Node>,
@@ -67,7 +69,7 @@ impl Doc {
     }
 
     /// A document read by [`Reader::doc`] from `text`.
-    pub(super) fn from_parts(text: String, span: Range<usize>, nodes: Vec<Node>) -> Doc {
+    pub(super) fn from_parts(text: ByteString, span: Range<usize>, nodes: Vec<Node>) -> Doc {
         Doc { text, span, nodes }
     }
 
@@ -211,7 +213,7 @@ impl<'b> ObjectRef<'b> {
         // compare lengths before bytes, without building each name's `&str`
         // (or slice: going through `json::node_bytes` validated ~5 % slower).
         let doc = self.doc;
-        let text = doc.text.as_bytes();
+        let text: &[u8] = doc.text.as_bytes();
         let mut at = self.at + 1;
         for _ in 0..self.len {
             let hit = match doc.nodes.get(at)? {
@@ -312,7 +314,7 @@ pub struct NameScratch(Doc);
 impl Default for NameScratch {
     fn default() -> Self {
         NameScratch(Doc::from_parts(
-            String::new(),
+            ByteString::new(),
             0..0,
             vec![Node::Str { start: 0, end: 0 }],
         ))
@@ -342,8 +344,8 @@ impl jsonschema::json::Json for DocJson {
         f: impl FnOnce(NodeRef<'_>) -> T,
     ) -> T {
         let doc = &mut buffer.0;
-        doc.text.clear();
-        doc.text.push_str(string);
+        // `propertyNames` only: not on a call's path (the AAP schemas have none).
+        doc.text = ByteString::from(string);
         doc.span = 0..string.len();
         doc.nodes.clear();
         doc.nodes.push(match u32::try_from(string.len()) {

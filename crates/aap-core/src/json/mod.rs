@@ -26,6 +26,7 @@ pub use doc::{ArrayRef, Doc, DocJson, Elements, Members, NameScratch, NodeRef, O
 use std::ops::Range;
 pub use write::write_str;
 
+use bytestring::ByteString;
 use serde_json::Number;
 use std::borrow::Cow;
 
@@ -74,6 +75,9 @@ impl std::error::Error for Error {}
 /// ```
 pub struct Reader<'a> {
     text: &'a str,
+    /// The shared buffer `text` is, when the reader was made over one
+    /// ([`Reader::shared`]): a [`Doc`] then shares it instead of copying it.
+    owner: Option<&'a ByteString>,
     pos: usize,
     depth: usize,
     /// Containers deeper than this must be empty (see `with_depth_left`);
@@ -85,6 +89,7 @@ impl<'a> Reader<'a> {
     pub fn new(text: &'a str) -> Reader<'a> {
         Reader {
             text,
+            owner: None,
             pos: 0,
             depth: 0,
             filled_depth: usize::MAX,
@@ -107,6 +112,22 @@ impl<'a> Reader<'a> {
             return Err(self.error("nesting too deep"));
         }
         Ok(())
+    }
+
+    /// A reader over a shared, UTF-8 buffer: the documents it reads
+    /// ([`Reader::doc`]) share the buffer rather than copy it.
+    ///
+    /// ```
+    /// use aap_core::json::Reader;
+    /// let text = bytestring::ByteString::from(r#"{"a": ["x", 1]}"#);
+    /// let doc = Reader::shared(&text).doc().unwrap();
+    /// assert_eq!(doc.raw(), r#"{"a": ["x", 1]}"#);
+    /// ```
+    pub fn shared(text: &'a ByteString) -> Reader<'a> {
+        Reader {
+            owner: Some(text),
+            ..Reader::new(text)
+        }
     }
 
     /// A reader over bytes that must be UTF-8 (checked once, up front).
@@ -190,8 +211,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Read the value at the cursor into a [`Doc`], which keeps a copy of
-    /// the whole text the reader reads (its strings are ranges of it).
+    /// Read the value at the cursor into a [`Doc`], which keeps the whole
+    /// text the reader reads (its strings are ranges of it): the shared
+    /// buffer of a [`Reader::shared`], otherwise a copy.
     pub fn doc(&mut self) -> Result<Doc, Error> {
         let start = match self.peek() {
             Some(_) => self.pos,
@@ -203,11 +225,11 @@ impl<'a> Reader<'a> {
         // A rough guess (a node per ~12 bytes) saves most regrowth.
         let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
         self.doc_into(&mut nodes)?;
-        Ok(Doc::from_parts(
-            self.text.to_owned(),
-            start..self.pos,
-            nodes,
-        ))
+        let text = match self.owner {
+            Some(owner) => owner.clone(),
+            None => ByteString::from(self.text),
+        };
+        Ok(Doc::from_parts(text, start..self.pos, nodes))
     }
 
     /// Append the next value to a [`Doc`]'s nodes (offsets fit `u32`:
