@@ -107,7 +107,7 @@ impl McpUpstream {
 
     pub(super) async fn call_legacy(
         &self,
-        tool: &str,
+        tool: &'static str,
         args: &str,
         retryable: bool,
         forward: &Forward,
@@ -141,7 +141,7 @@ impl McpUpstream {
     async fn call_legacy_at(
         &self,
         peer: usize,
-        tool: &str,
+        tool: &'static str,
         args: &str,
         retryable: bool,
         forward: &Forward,

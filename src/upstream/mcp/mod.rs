@@ -114,10 +114,10 @@ impl McpUpstream {
     }
 
     fn base_headers(&self) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
-        let mut h = vec![
-            ("content-type", "application/json".into()),
-            ("accept", ACCEPT.into()),
-        ];
+        // Room for the fields every caller adds (revision, method, name or session).
+        let mut h = Vec::with_capacity(6);
+        h.push(("content-type", "application/json".into()));
+        h.push(("accept", ACCEPT.into()));
         if let Some(t) = &self.bearer {
             h.push(("authorization", format!("Bearer {}", t.expose()).into()));
         }
@@ -163,7 +163,7 @@ impl McpUpstream {
 
     async fn call_modern(
         &self,
-        tool: &str,
+        tool: &'static str,
         args: &str,
         retryable: bool,
         forward: &Forward,
@@ -181,7 +181,7 @@ impl McpUpstream {
         let mut headers = self.base_headers();
         headers.push(("mcp-protocol-version", MODERN.into()));
         headers.push(("mcp-method", "tools/call".into()));
-        headers.push(("mcp-name", encode_value(tool).into()));
+        headers.push(("mcp-name", encode_value(tool)));
         let mut req = self.request_with_body(body.to_bytes(), headers, retryable);
         req.extra_headers = &forward.param_headers;
         req.trace = forward.trace.as_ref();
@@ -193,7 +193,7 @@ impl McpUpstream {
 
     async fn call_in_era(
         &self,
-        tool: &str,
+        tool: &'static str,
         args: &str,
         retryable: bool,
         forward: &Forward,

@@ -7,6 +7,7 @@
 use super::jsonrpc::RpcError;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use std::borrow::Cow;
 
 pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const METHOD: &str = "mcp-method";
@@ -106,8 +107,15 @@ pub fn decode_value(value: &str) -> Result<String, &'static str> {
     String::from_utf8(bytes).map_err(|_| "decodes to bytes that are not UTF-8")
 }
 
-/// Encode a value for a header, using the sentinel form only when required.
-pub fn encode_value(value: &str) -> String {
+/// Encode a value for a header, using the sentinel form only when required
+/// (a value that needs none is borrowed as it is).
+///
+/// ```
+/// use aap_core::mcp::headers::encode_value;
+/// assert_eq!(encode_value("aap_inventory_search"), "aap_inventory_search");
+/// assert_eq!(encode_value("Grüße"), "=?base64?R3LDvMOfZQ==?=");
+/// ```
+pub fn encode_value(value: &str) -> Cow<'_, str> {
     let printable = value
         .bytes()
         .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b));
@@ -115,12 +123,12 @@ pub fn encode_value(value: &str) -> String {
     let looks_encoded = value.starts_with(SENTINEL_PREFIX) && value.ends_with(SENTINEL_SUFFIX);
     let plain_safe = !value.is_empty() && printable && !padded && !looks_encoded;
     if plain_safe {
-        value.to_owned()
+        Cow::Borrowed(value)
     } else {
-        format!(
+        Cow::Owned(format!(
             "{SENTINEL_PREFIX}{}{SENTINEL_SUFFIX}",
             STANDARD.encode(value.as_bytes())
-        )
+        ))
     }
 }
 

@@ -104,7 +104,8 @@ pub fn normalize(
             }
             Some(_) => {}
             None if modern => {
-                out.add.push(("Mcp-Name", encode_value(expected)));
+                out.add
+                    .push(("Mcp-Name", encode_value(expected).into_owned()));
                 out.filled.push("Mcp-Name");
             }
             None => {}
