@@ -17,6 +17,11 @@
 #   ALLOCS=1 bash benches/profile.sh     # instead of sampling: heap allocations per request (uprobes on the
 #                                        # allocator's entry points, counted by perf stat; a count, exact however
 #                                        # busy the machine is)
+#   CALLGRIND=1 bash benches/profile.sh  # instead of sampling: instructions per request, in all and by function
+#                                        # (the gateway under valgrind's callgrind, counting only while a fixed
+#                                        # number of requests, CALLGRIND_REQUESTS=2000, is served; exact and
+#                                        # repeatable for one binary however busy the machine is; the first
+#                                        # argument is ignored). H2=1 for HTTP/2. KEEP=dir keeps callgrind.out.
 #   KEEP=/some/dir bash benches/profile.sh   # keep perf.data and the full report there
 #   CALLGRAPH=dwarf KEEP=/some/dir bash benches/profile.sh   # callers that can be read (`perf report -G` on the
 #                                        # kept perf.data): a release build has no frame pointers, so the default
@@ -55,7 +60,14 @@ backend = f'kind = "mcp"\npeers = ["http://127.0.0.1:{up}"]\npath = "{path}"\nre
 open(out, "w").write(s[:start] + "[tenants.backend]\n" + backend + "\n" + s[end:])
 PY
 "$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
-"$BIN" --config "$WORK/full.toml" --listen "127.0.0.1:$FULL" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
+WRAP=()
+if [ "${CALLGRIND:-0}" = 1 ]; then
+  command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
+  command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
+  # Instrumentation starts off: the start-up and the warm-up are not counted.
+  WRAP=(valgrind -q --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.out")
+fi
+"${WRAP[@]}" "$BIN" --config "$WORK/full.toml" --listen "127.0.0.1:$FULL" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
 FULLPID=${PIDS[1]}
 wait_port "$UP"; wait_port "$FULL"
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
@@ -92,6 +104,57 @@ load() { # seconds: the load, its output in $WORK/out
       -H 'accept: application/json, text/event-stream' "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
   fi
 }
+if [ "${CALLGRIND:-0}" = 1 ]; then
+  # A fixed number of requests (h2load -n; over HTTP/1.1 with --h1), 8 connections, 4 streams each over h2c.
+  N=${CALLGRIND_REQUESTS:-2000}
+  fixed() {
+    local proto=(--h1 -c8) accept=()
+    [ "$H2" = 0 ] || { proto=(-c8 -m4); accept=(-H 'accept: application/json, text/event-stream'); }
+    h2load "${proto[@]}" -n "$1" -d "$WORK/body.json" -H 'content-type: application/json' "${accept[@]}" \
+      "http://127.0.0.1:$FULL$P" > "$WORK/out" 2>&1
+    grep -q "status codes: $1 2xx" "$WORK/out" || { echo "not every request succeeded:" >&2; cat "$WORK/out" >&2; exit 1; }
+  }
+  fixed 500  # warm up, not counted
+  callgrind_control -i on "$FULLPID" >/dev/null 2>&1
+  fixed "$N"
+  callgrind_control -i off "$FULLPID" >/dev/null 2>&1
+  callgrind_control -d "$FULLPID" >/dev/null 2>&1
+  sleep 1
+  OUT=$(ls "$WORK"/callgrind.out* | grep -v '\.out$' | head -1)
+  [ -n "$OUT" ] || OUT="$WORK/callgrind.out"
+  echo "full gateway, $WORKLOAD over $([ "$H2" = 0 ] && echo 'HTTP/1.1' || echo 'HTTP/2'), $N requests under callgrind"
+  callgrind_annotate "$OUT" 2>/dev/null > "$WORK/self.txt"
+  callgrind_annotate --inclusive=yes --threshold=100 "$OUT" 2>/dev/null > "$WORK/inclusive.txt"
+  python3 - "$N" "$WORK/self.txt" "$WORK/inclusive.txt" <<'PY'
+import re, sys
+n = int(sys.argv[1])
+def rows(path):
+    for line in open(path):
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S.*?)(\s+\[.*)?$", line)
+        if m:
+            yield int(m.group(1).replace(",", "")) / n, m.group(2).replace("???:", "")
+self_rows = list(rows(sys.argv[2]))
+total = next(c for c, f in self_rows if "PROGRAM TOTALS" in f)
+print(f"instructions per request: {total:.0f}")
+print("largest by own instructions (per request):")
+for c, f in [r for r in self_rows if "PROGRAM TOTALS" not in r[1]][:15]:
+    print(f"  {c:8.0f}  {f[:110]}")
+# The protocol core's parts, inclusive (what each costs with what it calls).
+parts = [("read the upstream answer", "upstream::mcp::answer::read_json_answer"),
+         ("validate the result", "aap::contract::Contract::checked_result"),
+         ("write the answer", "mcp::result::tool_message"),
+         ("parse the request envelope", "mcp::jsonrpc::parse_message"),
+         ("check the arguments", "aap::contract::check_tool_arguments"),
+         ("access log and metrics", "context::RequestCtx::logging")]
+incl = {f: c for c, f in rows(sys.argv[3])}
+print("inclusive (per request):")
+for label, name in parts:
+    c = max((v for f, v in incl.items() if f.endswith(name)), default=0)
+    print(f"  {c:8.0f}  {label} ({name})")
+PY
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$OUT" "$KEEP/callgrind.out" && echo "callgrind.out kept in $KEEP"; fi
+  exit 0
+fi
 load 2  # warm up: connection pools, allocator arenas, caches
 if [ "${SYSCALLS:-0}" = 1 ]; then
   CALLS=read,recvfrom,recvmsg,readv,write,writev,sendto,sendmsg,epoll_wait,epoll_pwait,epoll_ctl,futex,sched_yield,getpeername,getsockopt,setsockopt,accept4,close,ioctl,madvise,mmap,munmap,brk,timerfd_settime,nanosleep

@@ -4,9 +4,11 @@
 //! The nodes sit in one flat array (one growing allocation instead of one per
 //! object and array; nodes written in place instead of returned up the
 //! parser's recursion). A string without escapes is a byte range of the
-//! text, so reading copies none of them, and the document owns its text, so
+//! text, so reading copies none of them, and the document holds its text, so
 //! it can travel from the upstream that read it to the contract that
-//! validates it and the writer that passes the same bytes on.
+//! validates it and the writer that passes the same bytes on. The text is a
+//! `ByteString` (UTF-8 over `bytes::Bytes`): a document read from an upstream
+//! answer shares the answer's buffer ([`Reader::shared`]) rather than copy it.
 
 use super::{Error, Reader};
 use bytestring::ByteString;

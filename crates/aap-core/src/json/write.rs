@@ -25,7 +25,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let src = s.as_bytes();
     out.push(b'"');
     let mut pos = 0;
-    loop {
+    while src.len() - pos >= 16 {
         pos = lanes(out, src, pos);
         // Fewer than 16 bytes left, or a byte that takes a `\u00XX` escape.
         match src.get(pos) {
@@ -36,10 +36,26 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
             _ => break,
         }
     }
-    for &b in &src[pos..] {
+    write_tail(out, &src[pos..]);
+    out.push(b'"');
+}
+
+/// The last bytes (fewer than 16; short strings, such as the access log's,
+/// are only this): one look at them padded to a lane, and one copy when
+/// none needs an escape.
+fn write_tail(out: &mut Vec<u8>, tail: &[u8]) {
+    // A space needs no escape, so the padding finds none.
+    let mut lane = [b' '; 16];
+    if let Some(head) = lane.get_mut(..tail.len()) {
+        head.copy_from_slice(tail);
+        if special16(&lane) == 0 {
+            out.extend_from_slice(tail);
+            return;
+        }
+    }
+    for &b in tail {
         push_escaped(out, b);
     }
-    out.push(b'"');
 }
 
 /// The short escape's second byte for each byte (`"` → `"`, `\n` → `n`), 0
@@ -126,6 +142,7 @@ fn lanes(out: &mut Vec<u8>, src: &[u8], mut pos: usize) -> usize {
 }
 
 /// Append one byte, escaped if it needs it (the tail and `\u00XX` escapes).
+#[inline]
 fn push_escaped(out: &mut Vec<u8>, b: u8) {
     match escape_of(b) {
         None => out.push(b),
