@@ -34,10 +34,18 @@ impl Fields {
         };
         for (name, value) in fields {
             let n0 = out.text.len();
-            out.text
-                .extend(name.chars().map(|c| c.to_ascii_lowercase()));
+            out.text.push_str(name);
+            // Lowercased in place, as bytes (ASCII letters only, as before).
+            if let Some(pushed) = out.text.get_mut(n0..) {
+                pushed.make_ascii_lowercase();
+            }
             let n1 = out.text.len();
-            out.text.push_str(&String::from_utf8_lossy(value));
+            // A value that is UTF-8 (nearly all) is copied as it is; only
+            // another one goes through the lossy decoder.
+            match std::str::from_utf8(value) {
+                Ok(text) => out.text.push_str(text),
+                Err(_) => out.text.push_str(&String::from_utf8_lossy(value)),
+            }
             let v1 = out.text.len();
             let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
             out.spans.push((at(n0)..at(n1), at(n1)..at(v1)));
