@@ -3,7 +3,8 @@
 //! The reader replaces `serde_json` for upstream answers, so it must accept
 //! exactly what `serde_json` accepts and decode it to the same value. The
 //! two documented differences are allowed: a `Doc` refuses repeated member
-//! names, and a skipped value obeys the nesting limit. The input is also
+//! names (as does a value read into a `serde_json::Value`), and a skipped
+//! value obeys the nesting limit. The input is also
 //! read as the content of one long string (the MCP text block case), which
 //! exercises the 64-byte block scanner across block boundaries, and written
 //! as a string by `json::write_str`, which must match `serde_json`'s bytes.
@@ -48,6 +49,20 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         (Ok(_), Err(e)) => panic!("accepted what serde_json refuses: {e}"),
+    }
+
+    // Read into a `serde_json::Value` (the JSON-RPC envelope's members):
+    // the same as `serde_json`, repeated names refused like a `Doc`.
+    let mut r = Reader::new(text);
+    let valued = r.value().and_then(|v| r.finish().map(|()| v));
+    match (&valued, &theirs) {
+        (Ok(v), Ok(t)) => assert!(same(v, t), "values differ"),
+        (Err(_), Err(_)) => {}
+        (Err(e), Ok(_)) => {
+            assert_eq!(e.what, "an object repeats a member name");
+            assert!(repeats(), "refused a repeated member name that is not there");
+        }
+        (Ok(_), Err(e)) => panic!("read a value serde_json refuses: {e}"),
     }
 
     let mut r = Reader::new(text);
