@@ -54,6 +54,14 @@ pub fn enabled() -> bool {
     tracing::enabled!(target: "access", tracing::Level::INFO)
 }
 
+/// `,"name":` as one constant (names are fixed ASCII identifiers), so each member's name is
+/// one copy of a literal.
+macro_rules! member {
+    ($name:literal) => {
+        concat!(",\"", $name, "\":").as_bytes()
+    };
+}
+
 /// The line for `record` at `now`, newline included.
 ///
 /// ```
@@ -84,58 +92,98 @@ pub fn line(record: &AccessRecord<'_>, now: OffsetDateTime) -> Vec<u8> {
     out.extend_from_slice(b"{\"timestamp\":\"");
     timestamp(&mut out, now);
     out.extend_from_slice(b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"request\"");
-    let text_fields = [
-        ("correlation_id", record.correlation_id),
-        ("tenant", record.tenant),
-        ("binding", record.binding),
-        ("mcp_revision", record.mcp_revision),
-        ("aap_version", record.aap_version),
-        ("http_method", record.http_method),
-        ("rpc_method", record.rpc_method),
-        ("skill", record.skill),
-        ("outcome", record.outcome),
+    let text_fields: [(&[u8], &str); 9] = [
+        (member!("correlation_id"), record.correlation_id),
+        (member!("tenant"), record.tenant),
+        (member!("binding"), record.binding),
+        (member!("mcp_revision"), record.mcp_revision),
+        (member!("aap_version"), record.aap_version),
+        (member!("http_method"), record.http_method),
+        (member!("rpc_method"), record.rpc_method),
+        (member!("skill"), record.skill),
+        (member!("outcome"), record.outcome),
     ];
     for (name, value) in text_fields {
-        member(&mut out, name);
+        out.extend_from_slice(name);
         crate::json::write_str(&mut out, value);
     }
-    member(&mut out, "status");
+    out.extend_from_slice(member!("status"));
     out.extend_from_slice(itoa::Buffer::new().format(record.status).as_bytes());
-    member(&mut out, "filled");
-    crate::json::write_str(&mut out, &list_text(record.filled));
+    out.extend_from_slice(member!("filled"));
+    list(&mut out, record.filled);
     if !record.nulls_dropped.is_empty() {
-        member(&mut out, "nulls_dropped");
-        crate::json::write_str(&mut out, &list_text(record.nulls_dropped));
+        out.extend_from_slice(member!("nulls_dropped"));
+        list(&mut out, record.nulls_dropped);
     }
-    member(&mut out, "latency_us");
+    out.extend_from_slice(member!("latency_us"));
     out.extend_from_slice(itoa::Buffer::new().format(record.latency_us).as_bytes());
-    member(&mut out, "protocol");
+    out.extend_from_slice(member!("protocol"));
     crate::json::write_str(&mut out, record.protocol);
-    member(&mut out, "client_address");
+    out.extend_from_slice(member!("client_address"));
     match record.client_address {
         // An address's text is digits, letters a–f, `.` and `:`: nothing to escape, and written
         // straight into the line (no string of its own).
         Some(ip) => {
-            use std::io::Write as _;
-            let _ = write!(out, "\"{ip}\"");
+            out.push(b'"');
+            address(&mut out, ip);
+            out.push(b'"');
         }
         None => crate::json::write_str(&mut out, "-"),
     }
-    member(&mut out, "user_agent");
+    out.extend_from_slice(member!("user_agent"));
     crate::json::write_str(&mut out, record.user_agent);
-    member(&mut out, "bytes_in");
+    out.extend_from_slice(member!("bytes_in"));
     out.extend_from_slice(itoa::Buffer::new().format(record.bytes_in).as_bytes());
-    member(&mut out, "bytes_out");
+    out.extend_from_slice(member!("bytes_out"));
     out.extend_from_slice(itoa::Buffer::new().format(record.bytes_out).as_bytes());
     out.extend_from_slice(b"},\"target\":\"access\"}\n");
     out
 }
 
-/// `,"name":` (names are fixed ASCII identifiers).
-fn member(out: &mut Vec<u8>, name: &str) {
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\":");
+/// An address as its `Display` text. An IPv4 address (the usual client) is its four octets
+/// written with `itoa`: `Display` through `core::fmt` was most of the line's cost. IPv6 keeps
+/// `Display`, whose RFC 5952 shortening (and IPv4-mapped form) is not worth repeating here.
+fn address(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(digits.format(octet).as_bytes());
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// [`list_text`] of `names` as a JSON string. Names that are printable ASCII other than `"`
+/// and `\` (every mirror header name) read the same under `Debug` and need no JSON escape
+/// apart from their quotes, so they are written straight into the line; any other name takes
+/// the general path (`Debug`, then JSON escaping) and gives the same bytes.
+fn list<S: AsRef<str>>(out: &mut Vec<u8>, names: &[S]) {
+    let plain = |name: &S| {
+        name.as_ref()
+            .bytes()
+            .all(|b| matches!(b, b' '..=b'~') && b != b'"' && b != b'\\')
+    };
+    if !names.iter().all(plain) {
+        crate::json::write_str(out, &list_text(names));
+        return;
+    }
+    out.extend_from_slice(b"\"[");
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(b"\\\"");
+        out.extend_from_slice(name.as_ref().as_bytes());
+        out.extend_from_slice(b"\\\"");
+    }
+    out.extend_from_slice(b"]\"");
 }
 
 /// `["Mcp-Method", "Mcp-Name"]`: the list as `Debug` prints it, which is
@@ -321,6 +369,67 @@ mod tests {
             &["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"],
         ] {
             assert_eq!(list_text(names), format!("{names:?}"));
+        }
+    }
+
+    #[test]
+    fn the_line_keeps_its_exact_bytes() {
+        let bytes = line(
+            &record(&["Mcp-Method", "Mcp-Name"], "tools/call"),
+            OffsetDateTime::UNIX_EPOCH,
+        );
+        let expected = concat!(
+            r#"{"timestamp":"1970-01-01T00:00:00.000000Z","level":"INFO","fields":{"message":"request","#,
+            r#""correlation_id":"4bf92f3577b34da6a3ce929d0e0e4736","tenant":"demo-toyota","binding":"mcp","#,
+            r#""mcp_revision":"-","aap_version":"3.0.0","http_method":"POST","rpc_method":"tools/call","#,
+            r#""skill":"-","outcome":"-32601","status":200,"filled":"[\"Mcp-Method\", \"Mcp-Name\"]","#,
+            r#""latency_us":7,"protocol":"HTTP/1.1","client_address":"127.0.0.1","#,
+            r#""user_agent":"agent\"}\n/1.0","bytes_in":120,"bytes_out":345},"target":"access"}"#,
+            "\n"
+        );
+        assert_eq!(String::from_utf8(bytes).unwrap(), expected);
+    }
+
+    #[test]
+    fn lists_and_addresses_are_written_as_debug_and_display_give_them() {
+        let names: [&[&str]; 6] = [
+            &[],
+            &["Mcp-Name"],
+            &["MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"],
+            &["/filters/make/0", "/a b/~1c"],
+            &[
+                "/q\"uote",
+                "/back\\slash",
+                "/tab\t",
+                "/nl\n",
+                "/\u{7f}",
+                "/caf\u{e9}",
+            ],
+            &["/ok", "/\u{301}combining", "/'single'"],
+        ];
+        for names in names {
+            let mut ours = Vec::new();
+            list(&mut ours, names);
+            let mut reference = Vec::new();
+            crate::json::write_str(&mut reference, &format!("{names:?}"));
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                String::from_utf8(reference).unwrap()
+            );
+        }
+        let addresses: [std::net::IpAddr; 7] = [
+            [127, 0, 0, 1].into(),
+            [0, 0, 0, 0].into(),
+            [255, 255, 255, 255].into(),
+            [10, 200, 3, 45].into(),
+            "::1".parse().unwrap(),
+            "2001:db8::8a2e:370:7334".parse().unwrap(),
+            "::ffff:192.0.2.7".parse().unwrap(),
+        ];
+        for ip in addresses {
+            let mut ours = Vec::new();
+            address(&mut ours, ip);
+            assert_eq!(String::from_utf8(ours).unwrap(), ip.to_string());
         }
     }
 
