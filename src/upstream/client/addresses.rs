@@ -17,11 +17,13 @@ pub struct PeerAddr {
 }
 
 impl PeerAddr {
-    pub(super) fn authority(&self) -> String {
+    /// The `Host` header's parts: the host, and the port unless it is the scheme's default
+    /// (the request writes them itself, so no string is made per request).
+    pub(super) fn authority(&self) -> (&str, Option<u16>) {
         if (self.tls && self.port == 443) || (!self.tls && self.port == 80) {
-            self.host.clone()
+            (&self.host, None)
         } else {
-            format!("{}:{}", self.host, self.port)
+            (&self.host, Some(self.port))
         }
     }
 }

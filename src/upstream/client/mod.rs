@@ -401,7 +401,7 @@ impl Client {
                 trace_headers.push(("tracestate", state.to_owned()));
             }
         }
-        let wire = request_bytes(req, &spec.authority(), &trace_headers)
+        let wire = request_bytes(req, spec.authority(), &trace_headers)
             .map_err(|why| Failure::NotDelivered(format!("request to {}: {why}", spec.addr)))?;
         // An idle connection to the peer, of a read for a read, of a write
         // for a write (none is kept after a write's answer).
