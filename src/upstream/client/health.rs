@@ -220,6 +220,12 @@ impl Client {
     /// tried yet (health information may lag behind a restart).
     pub fn pick(&self, tried: &[usize]) -> Option<usize> {
         let table = self.table.load();
+        // One peer (the usual backend): both passes below choose it unless it was tried, healthy
+        // or not, so the load balancer's selection (an iterator, a readiness lookup hashing the
+        // address) is skipped.
+        if let [only] = table.active[..] {
+            return (!tried.contains(&only)).then_some(only);
+        }
         let n = table.active.len();
         let index =
             |b: &pingora::lb::Backend| b.addr.as_inet().and_then(|a| table.by_addr.get(a).copied());
@@ -238,5 +244,45 @@ impl Client {
             .as_ref()
             .and_then(index)
             .or_else(|| table.active.iter().copied().find(|i| !tried.contains(i)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::ClusterConfig;
+    use crate::upstream::cluster::Registry;
+
+    fn cluster(name: &str, peers: &[&str]) -> ClusterConfig {
+        ClusterConfig {
+            name: name.into(),
+            peers: peers.iter().map(|p| p.to_string()).collect(),
+            connect_timeout_ms: 1000,
+            request_timeout_ms: 1000,
+            health_check_interval_ms: 60_000,
+            pool_size: 8,
+            pool_idle_timeout_secs: 30,
+            dns_refresh_secs: 30,
+        }
+    }
+
+    #[test]
+    fn a_lone_peer_is_picked_until_tried_cooling_or_not() {
+        let r = Registry::offline();
+        let one = r.client(&cluster("one", &["http://127.0.0.1:1"])).unwrap();
+        assert_eq!(one.pick(&[]), Some(0));
+        assert_eq!(one.pick(&[0]), None);
+        one.mark_failed("127.0.0.1:1".parse().unwrap());
+        assert_eq!(one.pick(&[]), Some(0));
+        assert_eq!(one.pick(&[0]), None);
+        // Two peers go through the load balancer: each in turn, then none.
+        let two = r
+            .client(&cluster(
+                "two",
+                &["http://127.0.0.1:1", "http://127.0.0.1:2"],
+            ))
+            .unwrap();
+        let first = two.pick(&[]).unwrap();
+        assert_eq!(two.pick(&[first]), Some(1 - first));
+        assert_eq!(two.pick(&[0, 1]), None);
     }
 }
