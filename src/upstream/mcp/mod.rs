@@ -106,11 +106,14 @@ impl McpUpstream {
         })
     }
 
+    /// The next call's JSON-RPC id, `aapgw-<n>` (the number written with `itoa`, not
+    /// `format!`: one of the few formatting calls on every proxied call).
     fn id(&self) -> Value {
-        json!(format!(
-            "aapgw-{}",
-            self.next_id.fetch_add(1, Ordering::Relaxed)
-        ))
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut id = String::with_capacity(26);
+        id.push_str("aapgw-");
+        id.push_str(itoa::Buffer::new().format(n));
+        Value::String(id)
     }
 
     fn base_headers(&self) -> Vec<(&'static str, std::borrow::Cow<'static, str>)> {
