@@ -414,8 +414,11 @@ impl FeedMetrics {
 /// The `tenant` label value of every tenant without a label of its own.
 pub const OTHER_TENANTS: &str = "_other";
 
-/// Per configured tenant: its own figures, and whether it has its own `tenant` label.
-type TenantTable = HashMap<String, (Arc<TenantStats>, bool)>;
+/// Per configured tenant: its own figures, and whether it has its own `tenant` label. Hashed
+/// with foldhash, not std's SipHash: the keys are the configuration's tenant ids (a request
+/// only looks one up, never adds one), so chosen colliding keys cannot fill it, and every
+/// request looks its tenant up.
+type TenantTable = foldhash::HashMap<String, (Arc<TenantStats>, bool)>;
 
 /// One tenant's request figures since it was configured (kept across reloads that keep it).
 #[derive(Debug, Default)]
@@ -504,7 +507,7 @@ pub fn configure_tenants<'a>(
     labelled: impl Fn(&str) -> bool,
 ) {
     let mut table = METRICS.tenants.write().unwrap_or_else(|e| e.into_inner());
-    let mut next: TenantTable = HashMap::new();
+    let mut next = TenantTable::default();
     let mut lost = false;
     for id in ids {
         let label = labelled(id);

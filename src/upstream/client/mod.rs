@@ -57,7 +57,9 @@ use pingora::protocols::Stream;
 use pingora::upstreams::peer::HttpPeer;
 use reader::{ReplyReader, SizeHint};
 use std::borrow::Cow;
-use std::collections::HashMap;
+// foldhash, not std's SipHash, for the peer maps: their keys are the addresses the
+// configuration and its name lookups gave, never a client's input, and a call looks one up.
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -214,7 +216,7 @@ impl Client {
         let empty = PeerTable {
             all: Vec::new(),
             active: Vec::new(),
-            by_addr: HashMap::new(),
+            by_addr: HashMap::default(),
             lb: Arc::new(
                 LoadBalancer::<RoundRobin>::try_from_iter(std::iter::empty::<SocketAddr>())
                     .map_err(|e| format!("load balancer: {e}"))?,
@@ -228,7 +230,7 @@ impl Client {
             pool: pool::Pool::new(cfg.pool_size, cfg.idle_timeout, cfg.background.as_ref()),
             answer_size: SizeHint::default(),
             table: ArcSwap::from_pointee(empty),
-            failed: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::default()),
             resolved,
             stats,
             cfg,

@@ -25,7 +25,10 @@
 //!   connection).
 
 use pingora::protocols::Stream;
-use std::collections::HashMap;
+// foldhash, not std's SipHash: the keys are the client's own peer indexes, never a client's
+// input, so SipHash's resistance to chosen colliding keys buys nothing, and every call takes
+// and puts back a connection (a lookup each).
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
