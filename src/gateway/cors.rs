@@ -77,7 +77,7 @@ impl Cors<'_> {
         for h in requested {
             let param = h
                 .strip_prefix(CORS_PARAM_PREFIX)
-                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(is_token_byte));
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(crate::chunked::is_tchar));
             if param && !allowed.contains(&h) {
                 allowed.push(h);
             }
@@ -125,9 +125,4 @@ pub(super) fn public_preflight() -> HttpResponse {
 pub(super) fn public(resp: HttpResponse) -> HttpResponse {
     resp.with_header("access-control-allow-origin", "*")
         .with_header("access-control-expose-headers", "ETag")
-}
-
-/// RFC 9110 `tchar`.
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }

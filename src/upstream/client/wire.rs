@@ -98,38 +98,8 @@ fn value_ok(value: &str) -> bool {
 
 /// An RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
 fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| TOKEN[usize::from(b)])
+    !s.is_empty() && s.bytes().all(crate::chunked::is_tchar)
 }
-
-/// Which bytes are token characters: one table load per byte, where searching the symbol
-/// list for each byte made the name check most of a header line's cost.
-static TOKEN: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        b += 1;
-    }
-    table
-};
 
 #[cfg(test)]
 mod tests {
@@ -200,7 +170,7 @@ mod tests {
         let symbols = b"!#$%&'*+-.^_`|~";
         for b in 0..=255u8 {
             let token = b.is_ascii_alphanumeric() || symbols.contains(&b);
-            assert_eq!(TOKEN[usize::from(b)], token, "{b:#x}");
+            assert_eq!(crate::chunked::is_tchar(b), token, "{b:#x}");
             let field = b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80;
             if let Ok(one) = std::str::from_utf8(&[b]) {
                 assert_eq!(value_ok(one), field, "{b:#x}");
