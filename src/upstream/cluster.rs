@@ -363,10 +363,12 @@ async fn refresh(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cluster(name: &str, peers: &[&str]) -> ClusterConfig {
+    /// A cluster of `peers` with short timeouts and no health checks in a test's time
+    /// (also the client's tests, `upstream::client::health`).
+    pub(crate) fn cluster(name: &str, peers: &[&str]) -> ClusterConfig {
         ClusterConfig {
             name: name.into(),
             peers: peers.iter().map(|p| p.to_string()).collect(),

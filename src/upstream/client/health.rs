@@ -249,21 +249,8 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::ClusterConfig;
+    use crate::upstream::cluster::tests::cluster;
     use crate::upstream::cluster::Registry;
-
-    fn cluster(name: &str, peers: &[&str]) -> ClusterConfig {
-        ClusterConfig {
-            name: name.into(),
-            peers: peers.iter().map(|p| p.to_string()).collect(),
-            connect_timeout_ms: 1000,
-            request_timeout_ms: 1000,
-            health_check_interval_ms: 60_000,
-            pool_size: 8,
-            pool_idle_timeout_secs: 30,
-            dns_refresh_secs: 30,
-        }
-    }
 
     #[test]
     fn a_lone_peer_is_picked_until_tried_cooling_or_not() {
