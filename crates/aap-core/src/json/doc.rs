@@ -223,7 +223,7 @@ impl<'b> NodeRef<'b> {
 /// member in `ObjectRef::find`, which `jsonschema` calls for `required` and
 /// for `properties` on wide objects).
 #[inline]
-fn after<'b>(node: &Node, at: usize, rest: &'b [Node]) -> Option<(&'b [Node], usize)> {
+pub(super) fn after<'b>(node: &Node, at: usize, rest: &'b [Node]) -> Option<(&'b [Node], usize)> {
     match node {
         Node::Array { next, .. } | Node::Object { next, .. } => {
             let next = *next as usize;

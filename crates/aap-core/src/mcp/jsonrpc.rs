@@ -99,8 +99,8 @@ fn describe_parse_error(e: &serde_json::Error) -> String {
 ///
 /// The body is read with [`json::Reader`], not `serde_json`: a search call's
 /// envelope cost about 17,600 instructions through `serde_json`'s visitor,
-/// against about 13,600 here (most of what is left is the `params` map). [`parse_json`] (the `serde_json` reading)
-/// stays as the reference: the `jsonrpc_envelope` fuzz target and the tests
+/// against about 13,600 here (most of what is left is the `params` map).
+/// [`parse_json`] (the `serde_json` reading) stays as the reference: the `jsonrpc_envelope` fuzz target and the tests
 /// check that both accept, refuse and read the same bodies.
 pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError> {
     let (top, arguments) = read_body(bytes, max_depth)?;
@@ -232,7 +232,7 @@ fn read_envelope<'a>(
             }
         };
         if repeated {
-            return Err(r.error(REPEATED));
+            return Err(r.error(json::REPEATED_NAME));
         }
         Ok(())
     })?;
@@ -251,7 +251,7 @@ fn read_params<'a>(
     r.object(|r, name| {
         if name == "arguments" {
             if arguments.is_some() {
-                return Err(r.error(REPEATED));
+                return Err(r.error(json::REPEATED_NAME));
             }
             // Two levels below the top: the body's object, then `params`.
             *arguments = Some((r.skip()?, max_depth.saturating_sub(2)));
@@ -262,20 +262,17 @@ fn read_params<'a>(
                 slot.insert(r.value()?);
                 Ok(())
             }
-            serde_json::map::Entry::Occupied(_) => Err(r.error(REPEATED)),
+            serde_json::map::Entry::Occupied(_) => Err(r.error(json::REPEATED_NAME)),
         }
     })?;
     Ok(params)
 }
 
-/// What [`json::Reader`] says when an object repeats a member name.
-const REPEATED: &str = "an object repeats a member name";
-
 /// A body that is not (acceptable) JSON: -32700, with where and why, never
 /// the input.
 fn parse_error(e: json::Error) -> RpcError {
     match e.what {
-        REPEATED | "nesting too deep" => RpcError::parse(format!("Parse error: {e}")),
+        json::REPEATED_NAME | json::TOO_DEEP => RpcError::parse(format!("Parse error: {e}")),
         _ => RpcError::parse(format!("Parse error: invalid JSON ({e})")),
     }
 }
