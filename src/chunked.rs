@@ -5,6 +5,8 @@
 //! included) inside a chunk extension while refusing a bare LF at the end of the size line: a
 //! front proxy that stops at that LF would read a different body than we do (request smuggling).
 
+use crate::exchange::is_tchar;
+
 /// The longest chunk-size line (size, extensions, CRLF).
 const MAX_CHUNK_LINE: usize = 4096;
 /// The most hex digits of a chunk size (below 2^60, no overflow).
@@ -257,39 +259,3 @@ fn parse_chunk_line(line: &[u8]) -> Result<u64, &'static str> {
         }
     }
 }
-
-/// An RFC 9110 `tchar`: ALPHA, DIGIT or one of ``!#$%&'*+-.^_`|~`` (the chunk extensions here,
-/// the upstream request's field names, CORS's requested header names).
-pub(crate) fn is_tchar(b: u8) -> bool {
-    TOKEN[usize::from(b)]
-}
-
-/// Which bytes are token characters: one table load per byte, where searching the symbol
-/// list for each byte made the name check most of a header line's cost.
-static TOKEN: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
-        b += 1;
-    }
-    table
-};

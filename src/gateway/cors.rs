@@ -77,7 +77,7 @@ impl Cors<'_> {
         for h in requested {
             let param = h
                 .strip_prefix(CORS_PARAM_PREFIX)
-                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(crate::chunked::is_tchar));
+                .is_some_and(crate::exchange::is_token);
             if param && !allowed.contains(&h) {
                 allowed.push(h);
             }

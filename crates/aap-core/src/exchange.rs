@@ -278,3 +278,50 @@ impl HttpResponse {
             .map(|(_, v)| v.as_ref())
     }
 }
+
+/// An RFC 9110 `tchar`: ALPHA, DIGIT or one of ``!#$%&'*+-.^_`|~`` (chunk extensions, field
+/// names: the upstream request's, CORS's requested ones, the OTLP exporter's configured ones).
+pub fn is_tchar(b: u8) -> bool {
+    TOKEN[usize::from(b)]
+}
+
+/// An RFC 9110 `token`: one or more [`is_tchar`] bytes.
+///
+/// ```
+/// use aap_core::exchange::is_token;
+/// assert!(is_token("x-trace-id") && is_token("POST"));
+/// assert!(!is_token("") && !is_token("a b") && !is_token("na:me"));
+/// ```
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(is_tchar)
+}
+
+/// Which bytes are token characters: one table load per byte, where searching the symbol
+/// list for each byte made the name check most of a header line's cost.
+static TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    table
+};

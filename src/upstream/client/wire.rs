@@ -2,6 +2,7 @@
 //! The answer is read by [`super::reader`]; peer choice and retries are `mod.rs`'s.
 
 use super::Request;
+use crate::exchange::is_token;
 
 /// The whole request as it goes on the wire: head and body in one buffer.
 /// Every name must be an HTTP token and every value free of control
@@ -96,11 +97,6 @@ fn value_ok(value: &str) -> bool {
     })
 }
 
-/// An RFC 9110 token: one or more of ALPHA, DIGIT and ``!#$%&'*+-.^_`|~``.
-fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(crate::chunked::is_tchar)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,7 +166,7 @@ mod tests {
         let symbols = b"!#$%&'*+-.^_`|~";
         for b in 0..=255u8 {
             let token = b.is_ascii_alphanumeric() || symbols.contains(&b);
-            assert_eq!(crate::chunked::is_tchar(b), token, "{b:#x}");
+            assert_eq!(crate::exchange::is_tchar(b), token, "{b:#x}");
             let field = b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80;
             if let Ok(one) = std::str::from_utf8(&[b]) {
                 assert_eq!(value_ok(one), field, "{b:#x}");

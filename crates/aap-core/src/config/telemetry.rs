@@ -169,11 +169,7 @@ impl TelemetryConfig {
             ));
         }
         for (name, value) in &self.headers {
-            let token = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
+            if !crate::exchange::is_token(name) {
                 return Err(format!(
                     "{}: {name:?} is not an HTTP header name",
                     k("headers")

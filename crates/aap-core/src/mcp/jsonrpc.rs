@@ -100,8 +100,9 @@ fn describe_parse_error(e: &serde_json::Error) -> String {
 /// The body is read with [`json::Reader`], not `serde_json`: a search call's
 /// envelope cost about 17,600 instructions through `serde_json`'s visitor,
 /// against about 13,600 here (most of what is left is the `params` map).
-/// [`parse_json`] (the `serde_json` reading) stays as the reference: the `jsonrpc_envelope` fuzz target and the tests
-/// check that both accept, refuse and read the same bodies.
+/// [`parse_json`] (the `serde_json` reading) stays as the reference: the
+/// `jsonrpc_envelope` fuzz target and the tests check that both accept,
+/// refuse and read the same bodies.
 pub fn parse_message(bytes: &[u8], max_depth: usize) -> Result<Message, RpcError> {
     let (top, arguments) = read_body(bytes, max_depth)?;
     let arguments = match arguments {
