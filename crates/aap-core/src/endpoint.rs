@@ -74,7 +74,7 @@ pub trait Binding: Sync {
 impl Endpoint {
     /// True when the tenant serves `skill` (its tool is in the catalog).
     pub fn implements(&self, skill: Skill) -> bool {
-        self.tools.iter().any(|t| t["name"] == skill.tool_name())
+        self.tools.serves(skill)
     }
 
     /// The refusal the request's head alone decides, in the order [`Endpoint::handle`] checks

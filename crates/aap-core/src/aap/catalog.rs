@@ -167,6 +167,10 @@ pub struct ToolCatalog {
     page_size: usize,
     /// The JSON array text of `tools[k * page_size ..][..page_size]`, page k.
     pages: Vec<Box<[u8]>>,
+    /// Bit `i` set when `tools` holds the tool of `Skill::ALL[i]` (a call
+    /// asks on every `tools/call`; looking the name up in each tool's
+    /// `Value` hashed it with SipHash, about 260 instructions a tool).
+    served: u8,
 }
 
 impl ToolCatalog {
@@ -180,11 +184,29 @@ impl ToolCatalog {
                     .into_boxed_slice()
             })
             .collect();
+        let served = Skill::ALL
+            .iter()
+            .enumerate()
+            .filter(|(_, skill)| {
+                tools
+                    .iter()
+                    .any(|t| t.get("name").and_then(Value::as_str) == Some(skill.tool_name()))
+            })
+            .fold(0u8, |bits, (i, _)| bits | 1 << i);
         ToolCatalog {
             tools,
             page_size: size,
             pages,
+            served,
         }
+    }
+
+    /// Whether the catalog holds `skill`'s tool.
+    pub fn serves(&self, skill: Skill) -> bool {
+        Skill::ALL
+            .iter()
+            .position(|s| *s == skill)
+            .is_some_and(|i| self.served >> i & 1 == 1)
     }
 
     /// The serialized array of the page that starts at `offset`, when it is one of the pages
@@ -255,5 +277,26 @@ impl CatalogInterner {
 
     pub fn is_empty(&self) -> bool {
         self.built.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serves_exactly_the_skills_whose_tools_it_holds() {
+        let tools = vec![
+            json!({"name": Skill::InventorySearch.tool_name()}),
+            json!({"name": Skill::LeadSubmit.tool_name()}),
+            json!({"name": "not_an_aap_tool"}),
+            json!({"title": "a tool without a name"}),
+        ];
+        let catalog = ToolCatalog::new(tools, 10);
+        for skill in Skill::ALL {
+            let expected = matches!(skill, Skill::InventorySearch | Skill::LeadSubmit);
+            assert_eq!(catalog.serves(skill), expected, "{skill:?}");
+        }
+        assert!(!ToolCatalog::new(Vec::new(), 10).serves(Skill::InventorySearch));
     }
 }
