@@ -117,6 +117,15 @@ pub fn agreed_version<'a>(
 
 /// 2026-07-28 requires protocol version and client capabilities in `_meta`.
 fn require_modern_meta(meta: Option<&Map<String, Value>>) -> Result<(), RpcError> {
+    // A well-formed call (both keys, the capabilities an object) passes
+    // here without collecting the missing names into a vector.
+    if meta.is_some_and(|m| {
+        m.contains_key(META_PROTOCOL_VERSION)
+            && m.get(META_CLIENT_CAPABILITIES)
+                .is_some_and(Value::is_object)
+    }) {
+        return Ok(());
+    }
     let missing: Vec<&str> = [META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES]
         .into_iter()
         .filter(|k| meta.and_then(|m| m.get(*k)).is_none())
@@ -162,6 +171,39 @@ mod tests {
         };
         assert_eq!(
             resolve(&msg(MODERN_LIST), &ctx).unwrap(),
+            (Revision::Modern, true)
+        );
+    }
+
+    #[test]
+    fn modern_calls_need_both_meta_keys_and_capabilities_as_an_object() {
+        let h = MirrorHeaders::default();
+        let ctx = VersionContext {
+            headers: &h,
+            session_version: None,
+        };
+        let v = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#;
+        let body = |meta: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"_meta":{{{meta}}}}}}}"#
+            )
+        };
+        let e = resolve(&msg(&body(v)), &ctx).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(
+            e.data.unwrap()["missing"],
+            json!(["io.modelcontextprotocol/clientCapabilities"])
+        );
+        for capabilities in ["[]", "1", "null", r#""x""#] {
+            let meta =
+                format!(r#"{v},"io.modelcontextprotocol/clientCapabilities":{capabilities}"#);
+            let e = resolve(&msg(&body(&meta)), &ctx).unwrap_err();
+            assert_eq!(e.code, -32602, "{capabilities}");
+            assert!(e.message.contains("must be an object"), "{capabilities}");
+        }
+        let meta = format!(r#"{v},"io.modelcontextprotocol/clientCapabilities":{{"x":1}}"#);
+        assert_eq!(
+            resolve(&msg(&body(&meta)), &ctx).unwrap(),
             (Revision::Modern, true)
         );
     }
