@@ -8,6 +8,8 @@
 //! read as the content of one long string (the MCP text block case), which
 //! exercises the 64-byte block scanner across block boundaries, and written
 //! as a string by `json::write_str`, which must match `serde_json`'s bytes.
+//! `Reader::doc`'s fast path is also compared alone with the reference
+//! reader it falls back to (`Reader::doc_both`).
 #![no_main]
 
 mod common;
@@ -51,6 +53,27 @@ fuzz_target!(|data: &[u8]| {
         (Ok(_), Err(e)) => panic!("accepted what serde_json refuses: {e}"),
     }
 
+    // `Reader::doc`'s fast path alone against its reference reader: it
+    // never accepts what the reference refuses, and reads the same document
+    // to the same byte (byte 0 also sets a depth limit now and then).
+    for depth_left in [
+        None,
+        Some(usize::from(data.first().copied().unwrap_or(0) % 8)),
+    ] {
+        let reader = match depth_left {
+            Some(d) => Reader::new(text).with_depth_left(d),
+            None => Reader::new(text),
+        };
+        let (fast, reference) = reader.doc_both();
+        if let Some(fast) = &fast {
+            assert_eq!(
+                Ok(fast),
+                reference.as_ref(),
+                "the fast path and the reference differ"
+            );
+        }
+    }
+
     // Read into a `serde_json::Value` (the JSON-RPC envelope's members):
     // the same as `serde_json`, repeated names refused like a `Doc`.
     let mut r = Reader::new(text);
@@ -60,7 +83,10 @@ fuzz_target!(|data: &[u8]| {
         (Err(_), Err(_)) => {}
         (Err(e), Ok(_)) => {
             assert_eq!(e.what, "an object repeats a member name");
-            assert!(repeats(), "refused a repeated member name that is not there");
+            assert!(
+                repeats(),
+                "refused a repeated member name that is not there"
+            );
         }
         (Ok(_), Err(e)) => panic!("read a value serde_json refuses: {e}"),
     }

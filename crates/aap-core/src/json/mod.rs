@@ -18,6 +18,7 @@
 //! one).
 
 mod doc;
+mod fast;
 pub mod scan;
 mod write;
 
@@ -289,12 +290,45 @@ impl<'a> Reader<'a> {
         }
         // A rough guess (a node per ~12 bytes) saves most regrowth.
         let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
-        self.doc_into(&mut nodes)?;
+        let depth = self.depth;
+        if self.doc_fast(&mut nodes).is_none() {
+            // Not read by the fast path: the reference reader decides.
+            nodes.clear();
+            self.pos = start;
+            self.depth = depth;
+            self.doc_into(&mut nodes)?;
+        }
+        Ok(self.doc_from(start, nodes))
+    }
+
+    fn doc_from(&self, start: usize, nodes: Vec<Node>) -> Doc {
         let text = match self.owner {
             Some(owner) => owner.clone(),
             None => ByteString::from(self.text),
         };
-        Ok(Doc::from_parts(text, start..self.pos, nodes))
+        Doc::from_parts(text, start..self.pos, nodes)
+    }
+
+    /// For the differential tests and the fuzz target: the value at the
+    /// cursor read by the fast path alone (`None` where it declines) and,
+    /// from the same place, by the reference reader alone.
+    #[doc(hidden)]
+    pub fn doc_both(self) -> (Option<DocRead>, Result<DocRead, Error>) {
+        let (mut fast, mut reference) = (Reader { ..self }, self);
+        let start = match reference.peek() {
+            Some(_) => reference.pos,
+            None => return (None, Err(reference.error("expected a value"))),
+        };
+        fast.pos = start;
+        let mut nodes = Vec::new();
+        let fast = fast
+            .doc_fast(&mut nodes)
+            .map(|()| (fast.doc_from(start, nodes), fast.pos));
+        let mut nodes = Vec::new();
+        let reference = reference
+            .doc_into(&mut nodes)
+            .map(|()| (reference.doc_from(start, nodes), reference.pos));
+        (fast, reference)
     }
 
     /// Append the next value to a [`Doc`]'s nodes (offsets fit `u32`:
@@ -627,6 +661,10 @@ impl<'a> Reader<'a> {
         }
     }
 }
+
+/// A document read and the byte after it ([`Reader::doc_both`]).
+#[doc(hidden)]
+pub type DocRead = (Doc, usize);
 
 /// A container [`Reader::doc_into`] is reading.
 struct Open {

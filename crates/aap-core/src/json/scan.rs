@@ -78,7 +78,7 @@ pub fn string_end(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
 /// The general case, 64 bytes at a time (kept out of line so the short
 /// path above stays small).
 #[inline(never)]
-fn string_end_blocks(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
+pub(super) fn string_end_blocks(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
     let mut pos = start;
     // 1 when the first byte of the next block is escaped by a backslash run
     // that ended the previous block.
