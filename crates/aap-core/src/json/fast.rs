@@ -22,7 +22,7 @@
 //! probe that hits compares the name with the object's earlier names.
 
 use super::doc::Node;
-use super::{container, number, push, repeats, scan, unescape, Reader, MAX_DEPTH};
+use super::{container, number, repeats, scan, unescape, Reader, MAX_DEPTH};
 use serde_json::Number;
 
 /// Open containers the fast path tracks, less one; a value nested deeper is
@@ -55,7 +55,12 @@ impl Reader<'_> {
     /// Read the value at the cursor into `nodes` (empty), as
     /// [`Reader::doc_into`] would, or `None` (nodes and cursor then in an
     /// unspecified state: the caller starts over with the reference reader).
-    pub(super) fn doc_fast(&mut self, nodes: &mut Vec<Node>) -> Option<()> {
+    pub(super) fn doc_fast(&mut self, out: &mut Vec<Node>) -> Option<()> {
+        // The vector is moved into a local whose address never leaves this
+        // function (helpers out of line take slices or return nodes), so
+        // its length and capacity stay in registers.
+        let mut local = std::mem::take(out);
+        let nodes = &mut local;
         let b = self.text.as_bytes();
         let mut i = self.pos;
         // How many containers may be open at once: any container sits at
@@ -87,7 +92,7 @@ impl Reader<'_> {
                             return None;
                         }
                         let at = nodes.len();
-                        push(nodes, container(object, 0, 0));
+                        put(nodes, container(object, 0, 0));
                         let (c, j) = next(b, i + 1);
                         i = j;
                         if c == close {
@@ -134,18 +139,24 @@ impl Reader<'_> {
                         if i - start > 19
                             || matches!(b.get(i), Some(b'.' | b'e' | b'E' | b'0'..=b'9'))
                         {
-                            i = self.other_number(nodes, start)?;
+                            let (node, after) = self.other_number(start)?;
+                            put(nodes, node);
+                            i = after;
                         } else {
-                            push(nodes, Node::Number(Number::from(n)));
+                            put(nodes, Node::Number(Number::from(n)));
                         }
                     }
-                    b'-' => i = self.other_number(nodes, i)?,
+                    b'-' => {
+                        let (node, after) = self.other_number(i)?;
+                        put(nodes, node);
+                        i = after;
+                    }
                     b't' => i = literal(b, i, *b"true", nodes, Node::Bool(true))?,
                     b'f' => {
                         if b.get(i + 1..i + 5) != Some(b"alse") {
                             return None;
                         }
-                        push(nodes, Node::Bool(false));
+                        put(nodes, Node::Bool(false));
                         i += 5;
                     }
                     b'n' => i = literal(b, i, *b"null", nodes, Node::Null)?,
@@ -175,6 +186,7 @@ impl Reader<'_> {
                 top -= 1;
             }
             self.pos = i;
+            *out = local;
             return Some(());
         }
     }
@@ -182,12 +194,34 @@ impl Reader<'_> {
     /// A number other than a short non-negative integer, by the reference
     /// reader's own code; returns the index after it.
     #[inline(never)]
-    fn other_number(&mut self, nodes: &mut Vec<Node>, at: usize) -> Option<usize> {
+    fn other_number(&mut self, at: usize) -> Option<(Node, usize)> {
         self.pos = at;
         let (span, integer) = self.number_span().ok()?;
-        push(nodes, Node::Number(number(span, integer)?));
-        Some(self.pos)
+        Some((Node::Number(number(span, integer)?), self.pos))
     }
+}
+
+/// Append `node` to `nodes`, inline (as `super::push`, but a full vector is
+/// passed out of line by value, so a local vector's address never escapes).
+#[inline(always)]
+fn put(nodes: &mut Vec<Node>, node: Node) {
+    if nodes.len() == nodes.capacity() {
+        *nodes = grown(std::mem::take(nodes));
+    }
+    // `spare_capacity_mut` is not empty: the capacity exceeds the length
+    // (grown just above when it did not).
+    if let Some(slot) = nodes.spare_capacity_mut().first_mut() {
+        slot.write(node);
+        // SAFETY: the slot just past the length was initialized above.
+        unsafe { nodes.set_len(nodes.len() + 1) };
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn grown(mut nodes: Vec<Node>) -> Vec<Node> {
+    nodes.reserve(nodes.len().max(16));
+    nodes
 }
 
 /// The next significant byte at or after `i` (whitespace skipped) and its
@@ -214,7 +248,7 @@ fn literal(b: &[u8], i: usize, word: [u8; 4], nodes: &mut Vec<Node>, node: Node)
     if b.get(i..i + 4) != Some(&word[..]) {
         return None;
     }
-    push(nodes, node);
+    put(nodes, node);
     Some(i + 4)
 }
 
@@ -257,9 +291,10 @@ fn push_str(
     escaped: bool,
 ) -> Option<()> {
     if escaped {
-        return push_decoded(nodes, b, start, close);
+        put(nodes, decoded(b, start, close)?);
+        return Some(());
     }
-    push(
+    put(
         nodes,
         Node::Str {
             start: start as u32,
@@ -270,10 +305,9 @@ fn push_str(
 }
 
 #[inline(never)]
-fn push_decoded(nodes: &mut Vec<Node>, b: &[u8], start: usize, close: usize) -> Option<()> {
+fn decoded(b: &[u8], start: usize, close: usize) -> Option<Node> {
     let raw = std::str::from_utf8(b.get(start..close)?).ok()?;
-    push(nodes, Node::Decoded(unescape(raw).ok()?.into_boxed_str()));
-    Some(())
+    Some(Node::Decoded(unescape(raw).ok()?.into_boxed_str()))
 }
 
 /// A member's name at `i` (whitespace first allowed) and its `:`, the name
@@ -295,13 +329,15 @@ fn member_name(
     let start = i + 1;
     let (close, escaped) = string(b, start)?;
     let hash = if escaped {
-        push_decoded(nodes, b, start, close)?;
-        match nodes.last() {
-            Some(Node::Decoded(name)) => name_hash(name.as_bytes()),
+        let node = decoded(b, start, close)?;
+        let hash = match &node {
+            Node::Decoded(name) => name_hash(name.as_bytes()),
             _ => return None,
-        }
+        };
+        put(nodes, node);
+        hash
     } else {
-        push(
+        put(
             nodes,
             Node::Str {
                 start: start as u32,
