@@ -8,6 +8,13 @@
 //! ([`scan`]), skipped values only report their span, and a payload becomes a
 //! [`Doc`] that borrows every string without escapes.
 //!
+//! [`Reader::doc`] takes a fast path first (`json/fast.rs`: one tight loop that
+//! reads a well-formed value or declines) and falls back to the reference
+//! reader (`Reader::doc_into`) for any value it declines, so errors and
+//! their offsets are the reference's; on the search answer, reading the
+//! `structuredContent` went from 60,380 to 46,889 instructions and
+//! skipping the text block (AVX2 blocks, [`scan`]) from ~13,800 to ~9,000.
+//!
 //! The grammar is `serde_json`'s, checked against it by tests and by a
 //! differential fuzz target (`fuzz/fuzz_targets/json_reader.rs`): the same
 //! documents are accepted, including the nesting limit, and decoded

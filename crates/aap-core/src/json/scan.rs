@@ -4,7 +4,8 @@
 //! MCP text block holds the whole payload as JSON text, so it is kilobytes
 //! long with a `\"` every few bytes. A byte loop pays a branch per escape
 //! there. This scanner works on 64-byte blocks instead: it builds bit masks
-//! of quotes, backslashes and control characters (SSE2 on x86_64), derives
+//! of quotes, backslashes and control characters (AVX2 when the CPU has it,
+//! else SSE2 on x86_64, else byte by byte), derives
 //! which characters are escaped with carry arithmetic over the backslash
 //! runs, and so costs a few branches per block, not one per escape.
 //!
@@ -79,7 +80,8 @@ pub fn string_end(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
 /// path above stays small). With AVX2 (detected at run time, cached by
 /// `std`) a block's masks take two 32-byte compares instead of four 16-byte
 /// ones: skipping the search answer's 6.6 KB text block (~630 `\"`) went
-/// from 13,469 to NNNN instructions under callgrind.
+/// from 13,469 to 8,795 instructions under callgrind
+/// (a harness; ~9,000 in the gateway).
 #[inline(never)]
 pub(super) fn string_end_blocks(bytes: &[u8], start: usize) -> Result<StrEnd, Error> {
     #[cfg(target_arch = "x86_64")]
