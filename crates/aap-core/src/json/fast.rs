@@ -204,7 +204,9 @@ impl Reader<'_> {
     fn other_number(&mut self, at: usize) -> Option<(Node, usize)> {
         self.pos = at;
         let (span, integer) = self.number_span().ok()?;
-        Some((Node::Number(number(span, integer)?), self.pos))
+        let n = number(span, integer)?;
+        self.floats |= !integer;
+        Some((Node::Number(n), self.pos))
     }
 }
 

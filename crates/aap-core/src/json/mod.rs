@@ -96,6 +96,10 @@ pub struct Reader<'a> {
     /// Containers deeper than this must be empty (see `with_depth_left`);
     /// none may be deeper than [`MAX_DEPTH`].
     filled_depth: usize,
+    /// Whether the [`Doc`] being read holds a number written with a
+    /// fraction or an exponent ([`Doc::has_integral_float`] looks no
+    /// further when it does not).
+    floats: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -106,6 +110,7 @@ impl<'a> Reader<'a> {
             pos: 0,
             depth: 0,
             filled_depth: usize::MAX,
+            floats: false,
         }
     }
 
@@ -298,11 +303,13 @@ impl<'a> Reader<'a> {
         // A rough guess (a node per ~12 bytes) saves most regrowth.
         let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
         let depth = self.depth;
+        self.floats = false;
         if self.doc_fast(&mut nodes).is_none() {
             // Not read by the fast path: the reference reader decides.
             nodes.clear();
             self.pos = start;
             self.depth = depth;
+            self.floats = false;
             self.doc_into(&mut nodes)?;
         }
         Ok(self.doc_from(start, nodes))
@@ -313,7 +320,7 @@ impl<'a> Reader<'a> {
             Some(owner) => owner.clone(),
             None => ByteString::from(self.text),
         };
-        Doc::from_parts(text, start..self.pos, nodes)
+        Doc::from_parts(text, start..self.pos, nodes, self.floats)
     }
 
     /// For the differential tests and the fuzz target: the value at the
@@ -382,6 +389,7 @@ impl<'a> Reader<'a> {
                     let at = self.pos;
                     let (span, integer) = self.number_span()?;
                     let n = number(span, integer).ok_or(Error::new("number out of range", at))?;
+                    self.floats |= !integer;
                     push(nodes, Node::Number(n));
                 }
                 Some(b't') => {
