@@ -167,7 +167,7 @@ pub struct ToolCatalog {
     page_size: usize,
     /// The JSON array text of `tools[k * page_size ..][..page_size]`, page k.
     pages: Vec<Box<[u8]>>,
-    /// Bit `i` set when `tools` holds the tool of `Skill::ALL[i]` (a call
+    /// Bit `skill.index()` set when `tools` holds `skill`'s tool (a call
     /// asks on every `tools/call`; looking the name up in each tool's
     /// `Value` hashed it with SipHash, about 260 instructions a tool).
     served: u8,
@@ -184,15 +184,11 @@ impl ToolCatalog {
                     .into_boxed_slice()
             })
             .collect();
-        let served = Skill::ALL
+        let served = tools
             .iter()
-            .enumerate()
-            .filter(|(_, skill)| {
-                tools
-                    .iter()
-                    .any(|t| t.get("name").and_then(Value::as_str) == Some(skill.tool_name()))
-            })
-            .fold(0u8, |bits, (i, _)| bits | 1 << i);
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .filter_map(Skill::from_tool_name)
+            .fold(0u8, |bits, skill| bits | 1 << skill.index());
         ToolCatalog {
             tools,
             page_size: size,
@@ -203,10 +199,7 @@ impl ToolCatalog {
 
     /// Whether the catalog holds `skill`'s tool.
     pub fn serves(&self, skill: Skill) -> bool {
-        Skill::ALL
-            .iter()
-            .position(|s| *s == skill)
-            .is_some_and(|i| self.served >> i & 1 == 1)
+        self.served >> skill.index() & 1 == 1
     }
 
     /// The serialized array of the page that starts at `offset`, when it is one of the pages

@@ -297,8 +297,8 @@ impl SchemaSet {
     /// [`SchemaSet::validate_request`] for a borrowed document: only
     /// whether it holds (details come from the `Value` path).
     pub fn request_holds(&self, skill: Skill, instance: &Doc) -> bool {
-        skill_index(skill)
-            .and_then(|i| self.doc_requests.get(i))
+        self.doc_requests
+            .get(skill.index())
             .is_some_and(|v| v.is_valid(instance.root()))
     }
 
@@ -319,7 +319,7 @@ impl SchemaSet {
         let check = if instance.type_name() == Some(ERROR_TYPE) {
             Some(&self.doc_error)
         } else {
-            skill_index(skill).and_then(|i| self.doc_responses.get(i))
+            self.doc_responses.get(skill.index())
         };
         check.is_some_and(|v| v.is_valid(instance.root()))
     }
@@ -333,10 +333,6 @@ impl SchemaSet {
         }
         Err(v.iter_errors(instance).map(|e| describe(&e)).collect())
     }
-}
-
-fn skill_index(skill: Skill) -> Option<usize> {
-    Skill::ALL.iter().position(|s| *s == skill)
 }
 
 /// Refuse schemas that would need a fetch: every `$ref` must be local.

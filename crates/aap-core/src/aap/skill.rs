@@ -26,6 +26,17 @@ impl Skill {
         Skill::LeadSubmit,
     ];
 
+    /// This skill's place in [`Skill::ALL`] (tables kept per skill index by it).
+    pub fn index(self) -> usize {
+        match self {
+            Skill::DealerInformation => 0,
+            Skill::InventoryFacets => 1,
+            Skill::InventorySearch => 2,
+            Skill::InventoryVehicle => 3,
+            Skill::LeadSubmit => 4,
+        }
+    }
+
     pub fn id(self) -> &'static str {
         match self {
             Skill::DealerInformation => "dealer.information",
@@ -108,5 +119,17 @@ impl Skill {
 
     pub fn is_read(self) -> bool {
         self != Skill::LeadSubmit
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::Skill;
+
+    #[test]
+    fn index_is_the_place_in_all() {
+        for (i, skill) in Skill::ALL.into_iter().enumerate() {
+            assert_eq!(skill.index(), i, "{skill:?}");
+        }
     }
 }
