@@ -320,6 +320,25 @@ fn load16(lane: &[u8]) -> std::arch::x86_64::__m128i {
     std::arch::x86_64::_mm_set_epi64x(word(&lane[8..16]), word(&lane[..8]))
 }
 
+/// [`special16`] for 32 bytes, with AVX2 (the caller has detected it).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn special32(lane: &[u8; 32]) -> u64 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
+        _mm256_or_si256, _mm256_set1_epi8,
+    };
+    // SAFETY: `lane` is 32 readable bytes, the one unaligned load's size.
+    let v = unsafe { _mm256_loadu_si256(lane.as_ptr().cast::<__m256i>()) };
+    let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
+    let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
+    // Unsigned `byte <= 0x1f` is `min(byte, 0x1f) == byte`.
+    let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+    let any = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
+    u64::from(_mm256_movemask_epi8(any) as u32)
+}
+
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 pub(super) fn special16(lane: &[u8; 16]) -> u32 {
     lane.iter().enumerate().fold(0, |m, (i, &b)| {
@@ -387,6 +406,26 @@ mod tests {
                     "{m:064b} carry {carry}"
                 );
             }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn special32_is_two_special16s() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut lane = [0u8; 32];
+        for seed in 0..2_000u32 {
+            for (i, b) in lane.iter_mut().enumerate() {
+                let r = (seed.wrapping_mul(2_654_435_761) ^ (i as u32).wrapping_mul(40_503)) >> 7;
+                *b = [b'"', b'\\', 0x00, 0x1f, 0x20, b'a', 0x7f, 0x80, 0xff, 0x9f][r as usize % 10];
+            }
+            let (lo, hi) = lane.split_at(16);
+            let halves = |h: &[u8]| u64::from(special16(h.try_into().unwrap()));
+            // SAFETY: AVX2 was detected above.
+            let wide = unsafe { special32(&lane) };
+            assert_eq!(wide, halves(lo) | halves(hi) << 16);
         }
     }
 

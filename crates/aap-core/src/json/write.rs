@@ -13,6 +13,8 @@
 //! `serde_json::to_writer(out, s)` writes, so the two stay interchangeable.
 
 use super::scan::special16;
+#[cfg(target_arch = "x86_64")]
+use super::scan::special32;
 
 /// Append `s` to `out` as a JSON string (quotes included).
 ///
@@ -101,26 +103,6 @@ fn lanes(out: &mut Vec<u8>, src: &[u8], mut pos: usize) -> usize {
 #[target_feature(enable = "avx2")]
 fn lanes_avx2(out: &mut Vec<u8>, src: &[u8], pos: usize) -> usize {
     lanes_with::<32>(out, src, pos, |lane| special32(lane))
-}
-
-/// Bit `i` set when byte `i` of the lane is a quote, a backslash or below
-/// 0x20.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-fn special32(lane: &[u8; 32]) -> u64 {
-    use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
-        _mm256_or_si256, _mm256_set1_epi8,
-    };
-    // SAFETY: `lane` is 32 readable bytes, the one unaligned load's size.
-    let v = unsafe { _mm256_loadu_si256(lane.as_ptr().cast::<__m256i>()) };
-    let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
-    let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
-    // Unsigned `byte <= 0x1f` is `min(byte, 0x1f) == byte`.
-    let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
-    let any = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
-    u64::from(_mm256_movemask_epi8(any) as u32)
 }
 
 /// Escape `src[pos..]` into `out` `W` bytes at a time (`W` is 16 or 32),
