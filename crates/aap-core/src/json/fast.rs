@@ -29,7 +29,7 @@
 //! 60,380).
 
 use super::doc::Node;
-use super::{container, number, repeats, scan, unescape, Reader, MAX_DEPTH};
+use super::{container, decode_into, number, repeats, scan, Reader, MAX_DEPTH};
 use serde_json::Number;
 
 /// Open containers the fast path tracks, less one; a value nested deeper is
@@ -62,7 +62,7 @@ impl Reader<'_> {
     /// Read the value at the cursor into `nodes` (empty), as
     /// [`Reader::doc_into`] would, or `None` (nodes and cursor then in an
     /// unspecified state: the caller starts over with the reference reader).
-    pub(super) fn doc_fast(&mut self, out: &mut Vec<Node>) -> Option<()> {
+    pub(super) fn doc_fast(&mut self, out: &mut Vec<Node>, decoded: &mut String) -> Option<()> {
         // The vector is moved into a local whose address never leaves this
         // function (helpers out of line take slices or return nodes), so
         // its length and capacity stay in registers.
@@ -88,7 +88,7 @@ impl Reader<'_> {
             i = j;
             if c == b'"' {
                 let (close, escaped) = string(b, i + 1)?;
-                push_str(nodes, b, i + 1, close, escaped)?;
+                push_str(nodes, decoded, b, i + 1, close, escaped)?;
                 i = close + 1;
             } else {
                 match c {
@@ -120,7 +120,15 @@ impl Reader<'_> {
                                 close,
                             };
                             if object {
-                                i = member_name(b, i, nodes, level, &mut hashes, &mut names)?;
+                                i = member_name(
+                                    b,
+                                    i,
+                                    nodes,
+                                    decoded,
+                                    level,
+                                    &mut hashes,
+                                    &mut names,
+                                )?;
                             }
                             continue 'value;
                         }
@@ -179,7 +187,7 @@ impl Reader<'_> {
                 if c == b',' {
                     level.len += 1;
                     if level.close == b'}' {
-                        i = member_name(b, i, nodes, level, &mut hashes, &mut names)?;
+                        i = member_name(b, i, nodes, decoded, level, &mut hashes, &mut names)?;
                     }
                     continue 'value;
                 }
@@ -294,13 +302,14 @@ fn string_slow(b: &[u8], start: usize) -> Option<(usize, bool)> {
 #[inline(always)]
 fn push_str(
     nodes: &mut Vec<Node>,
+    decoded: &mut String,
     b: &[u8],
     start: usize,
     close: usize,
     escaped: bool,
 ) -> Option<()> {
     if escaped {
-        put(nodes, decoded(b, start, close)?);
+        put(nodes, decode(b, start, close, decoded)?);
         return Some(());
     }
     put(
@@ -313,10 +322,11 @@ fn push_str(
     Some(())
 }
 
+/// The escaped string `b[start..close]` decoded onto `decoded`, as its node.
 #[inline(never)]
-fn decoded(b: &[u8], start: usize, close: usize) -> Option<Node> {
+fn decode(b: &[u8], start: usize, close: usize, decoded: &mut String) -> Option<Node> {
     let raw = std::str::from_utf8(b.get(start..close)?).ok()?;
-    Some(Node::Decoded(unescape(raw).ok()?.into_boxed_str()))
+    decode_into(raw, decoded).ok()
 }
 
 /// A member's name at `i` (whitespace first allowed) and its `:`, the name
@@ -327,6 +337,7 @@ fn member_name(
     b: &[u8],
     i: usize,
     nodes: &mut Vec<Node>,
+    decoded: &mut String,
     cur: &mut Level,
     hashes: &mut [u64; NAMES],
     names: &mut usize,
@@ -338,9 +349,11 @@ fn member_name(
     let start = i + 1;
     let (close, escaped) = string(b, start)?;
     let hash = if escaped {
-        let node = decoded(b, start, close)?;
-        let hash = match &node {
-            Node::Decoded(name) => name_hash(name.as_bytes()),
+        let node = decode(b, start, close, decoded)?;
+        let hash = match node {
+            Node::Decoded { start, end } => {
+                name_hash(decoded.as_bytes().get(start as usize..end as usize)?)
+            }
             _ => return None,
         };
         put(nodes, node);
@@ -360,7 +373,7 @@ fn member_name(
         return None;
     }
     let bit = 1u64 << (hash >> 58);
-    if cur.seen & bit != 0 && may_repeat(b, nodes, cur, hashes, *names, hash) {
+    if cur.seen & bit != 0 && may_repeat(b, decoded, nodes, cur, hashes, *names, hash) {
         return None;
     }
     cur.seen |= bit;
@@ -377,6 +390,7 @@ fn member_name(
 #[inline(never)]
 fn may_repeat(
     b: &[u8],
+    decoded: &str,
     nodes: &[Node],
     cur: &Level,
     hashes: &[u64; NAMES],
@@ -385,7 +399,7 @@ fn may_repeat(
 ) -> bool {
     match hashes.get(cur.names as usize..names) {
         Some(kept) => kept.contains(&hash),
-        None => repeats(nodes, b, cur.at as usize, nodes.len() - 1),
+        None => repeats(nodes, b, decoded, cur.at as usize, nodes.len() - 1),
     }
 }
 

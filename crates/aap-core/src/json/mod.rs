@@ -302,25 +302,27 @@ impl<'a> Reader<'a> {
         }
         // A rough guess (a node per ~12 bytes) saves most regrowth.
         let mut nodes = Vec::with_capacity((self.text.len() - start) / 12 + 1);
+        let mut decoded = String::new();
         let depth = self.depth;
         self.floats = false;
-        if self.doc_fast(&mut nodes).is_none() {
+        if self.doc_fast(&mut nodes, &mut decoded).is_none() {
             // Not read by the fast path: the reference reader decides.
             nodes.clear();
+            decoded.clear();
             self.pos = start;
             self.depth = depth;
             self.floats = false;
-            self.doc_into(&mut nodes)?;
+            self.doc_into(&mut nodes, &mut decoded)?;
         }
-        Ok(self.doc_from(start, nodes))
+        Ok(self.doc_from(start, nodes, decoded))
     }
 
-    fn doc_from(&self, start: usize, nodes: Vec<Node>) -> Doc {
+    fn doc_from(&self, start: usize, nodes: Vec<Node>, decoded: String) -> Doc {
         let text = match self.owner {
             Some(owner) => owner.clone(),
             None => ByteString::from(self.text),
         };
-        Doc::from_parts(text, start..self.pos, nodes, self.floats)
+        Doc::from_parts(text, start..self.pos, nodes, decoded, self.floats)
     }
 
     /// For the differential tests and the fuzz target: the value at the
@@ -334,14 +336,14 @@ impl<'a> Reader<'a> {
             None => return (None, Err(reference.error("expected a value"))),
         };
         fast.pos = start;
-        let mut nodes = Vec::new();
+        let (mut nodes, mut decoded) = (Vec::new(), String::new());
         let fast = fast
-            .doc_fast(&mut nodes)
-            .map(|()| (fast.doc_from(start, nodes), fast.pos));
-        let mut nodes = Vec::new();
+            .doc_fast(&mut nodes, &mut decoded)
+            .map(|()| (fast.doc_from(start, nodes, decoded), fast.pos));
+        let (mut nodes, mut decoded) = (Vec::new(), String::new());
         let reference = reference
-            .doc_into(&mut nodes)
-            .map(|()| (reference.doc_from(start, nodes), reference.pos));
+            .doc_into(&mut nodes, &mut decoded)
+            .map(|()| (reference.doc_from(start, nodes, decoded), reference.pos));
         (fast, reference)
     }
 
@@ -355,11 +357,11 @@ impl<'a> Reader<'a> {
     /// gateway under callgrind.
     /// It decides exactly as [`Reader::skip`] does (the same errors at the
     /// same places, the same depth rules), plus the repeated-name check.
-    fn doc_into(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
+    fn doc_into(&mut self, nodes: &mut Vec<Node>, decoded: &mut String) -> Result<(), Error> {
         let mut open: Vec<Open> = Vec::new();
         'value: loop {
             match self.peek() {
-                Some(b'"') => self.push_string(nodes)?,
+                Some(b'"') => self.push_string(nodes, decoded)?,
                 Some(b @ (b'{' | b'[')) => {
                     let object = b == b'{';
                     self.pos += 1;
@@ -379,7 +381,7 @@ impl<'a> Reader<'a> {
                             object,
                         };
                         if object {
-                            self.member_name(nodes, &mut top)?;
+                            self.member_name(nodes, decoded, &mut top)?;
                         }
                         open.push(top);
                         continue 'value;
@@ -414,7 +416,7 @@ impl<'a> Reader<'a> {
                         self.pos += 1;
                         top.len += 1;
                         if top.object {
-                            self.member_name(nodes, top)?;
+                            self.member_name(nodes, decoded, top)?;
                         }
                         continue 'value;
                     }
@@ -435,12 +437,17 @@ impl<'a> Reader<'a> {
     /// A member's name and its `:`, the name pushed as a node; refused when
     /// it repeats an earlier name of the object `top`.
     #[inline(always)]
-    fn member_name(&mut self, nodes: &mut Vec<Node>, top: &mut Open) -> Result<(), Error> {
+    fn member_name(
+        &mut self,
+        nodes: &mut Vec<Node>,
+        decoded: &mut String,
+        top: &mut Open,
+    ) -> Result<(), Error> {
         if self.peek() != Some(b'"') {
             return Err(self.error("expected a member name"));
         }
         let name_at = self.pos;
-        self.push_string(nodes)?;
+        self.push_string(nodes, decoded)?;
         self.expect(b':', "expected ':'")?;
         // One bit per name signature seen so far: only a name whose bit is
         // already set is compared with the earlier names, so distinct names
@@ -448,8 +455,8 @@ impl<'a> Reader<'a> {
         // about 3 scans instead of 31).
         let key = nodes.len() - 1;
         let text = self.text.as_bytes();
-        let bit = 1u128 << signature(node_bytes(text, &nodes[key]));
-        if top.seen & bit != 0 && repeats(nodes, text, top.at, key) {
+        let bit = 1u128 << signature(node_bytes(text, decoded, &nodes[key]));
+        if top.seen & bit != 0 && repeats(nodes, text, decoded, top.at, key) {
             return Err(Error::new(REPEATED_NAME, name_at));
         }
         top.seen |= bit;
@@ -459,7 +466,7 @@ impl<'a> Reader<'a> {
     /// Push the string at the cursor as a node: its range, or decoded.
     /// (Pushed in place: a `Node` returned by value costs a slow copy.)
     #[inline(always)]
-    fn push_string(&mut self, nodes: &mut Vec<Node>) -> Result<(), Error> {
+    fn push_string(&mut self, nodes: &mut Vec<Node>, decoded: &mut String) -> Result<(), Error> {
         let at = self.pos;
         let (range, escaped) = self.string_range()?;
         if !escaped {
@@ -473,8 +480,8 @@ impl<'a> Reader<'a> {
             return Ok(());
         }
         let raw = self.text.get(range).unwrap_or_default();
-        let decoded = unescape(raw).map_err(|what| Error::new(what, at))?;
-        push(nodes, Node::Decoded(decoded.into_boxed_str()));
+        let node = decode_into(raw, decoded).map_err(|what| Error::new(what, at))?;
+        push(nodes, node);
         Ok(())
     }
 
@@ -727,11 +734,30 @@ fn container(object: bool, len: u32, next: u32) -> Node {
     }
 }
 
-/// The text of a string node.
-fn node_bytes<'t>(text: &'t [u8], node: &'t Node) -> &'t [u8] {
+/// Decode the escaped string body `raw` onto the end of `decoded` (a
+/// document's decoded text), as a node naming its range there.
+fn decode_into(raw: &str, decoded: &mut String) -> Result<Node, &'static str> {
+    let start = decoded.len();
+    if let Err(what) = unescape_onto(raw, decoded) {
+        decoded.truncate(start);
+        return Err(what);
+    }
+    // Decoding never lengthens a string, so the decoded text of a document
+    // whose offsets fit `u32` (checked by `Reader::doc`) fits too.
+    Ok(Node::Decoded {
+        start: start as u32,
+        end: decoded.len() as u32,
+    })
+}
+
+/// The text of a string node (`decoded`: the document's decoded text).
+fn node_bytes<'t>(text: &'t [u8], decoded: &'t str, node: &'t Node) -> &'t [u8] {
     match node {
         Node::Str { start, end } => text.get(*start as usize..*end as usize).unwrap_or_default(),
-        Node::Decoded(s) => s.as_bytes(),
+        Node::Decoded { start, end } => decoded
+            .as_bytes()
+            .get(*start as usize..*end as usize)
+            .unwrap_or_default(),
         _ => b"",
     }
 }
@@ -739,16 +765,16 @@ fn node_bytes<'t>(text: &'t [u8], node: &'t Node) -> &'t [u8] {
 /// Whether the name pushed at `nodes[key]` repeats an earlier member
 /// name of the object whose node is `nodes[at]` (still being read).
 /// Names compare as bytes: equal strings are equal byte strings.
-fn repeats(nodes: &[Node], text: &[u8], at: usize, key: usize) -> bool {
+fn repeats(nodes: &[Node], text: &[u8], decoded: &str, at: usize, key: usize) -> bool {
     let (Some(name), Some(mut members)) = (
-        nodes.get(key).map(|n| node_bytes(text, n)),
+        nodes.get(key).map(|n| node_bytes(text, decoded, n)),
         nodes.get(at + 1..key),
     ) else {
         return false;
     };
     let mut i = at + 1;
     while let [member, value, tail @ ..] = members {
-        if node_bytes(text, member) == name {
+        if node_bytes(text, decoded, member) == name {
             return true;
         }
         let Some(next) = doc::after(value, i + 1, tail) else {
@@ -821,6 +847,13 @@ fn number(span: &str, integer: bool) -> Option<Number> {
 /// escape is well-formed; surrogates are paired here).
 fn unescape(raw: &str) -> Result<String, &'static str> {
     let mut out = String::with_capacity(raw.len());
+    unescape_onto(raw, &mut out)?;
+    Ok(out)
+}
+
+/// [`unescape`] onto the end of `out` (on an error, `out` holds part of it).
+fn unescape_onto(raw: &str, out: &mut String) -> Result<(), &'static str> {
+    out.reserve(raw.len());
     let mut rest = raw;
     while let Some(i) = rest.find('\\') {
         out.push_str(&rest[..i]);
@@ -858,7 +891,7 @@ fn unescape(raw: &str) -> Result<String, &'static str> {
         rest = rest.get(i + used..).ok_or("invalid escape")?;
     }
     out.push_str(rest);
-    Ok(out)
+    Ok(())
 }
 
 fn hex4(s: &str, at: usize) -> Option<u32> {
