@@ -30,6 +30,8 @@
 # CONNECTIONS connections for HTTP/1.1; the gateway's h2/HTTP/1.1 CPU per request ratio.
 #   H2=0 bash benches/load.sh       # skip the HTTP/2 leg
 #   PROFILE=dist bash benches/load.sh  # all gateway processes from the Docker image's build profile
+#   PROFILE=pgo bash benches/load.sh   # from the profile-guided build (scripts/build-pgo.sh: two builds
+#                                   # and a training run, ~20 minutes cold)
 #   BIN=/path/to/aap-gateway bash benches/load.sh  # all gateway processes from another build (a baseline
 #                                   # commit, to compare two builds on one machine in one session)
 #   SOAK=120 bash benches/load.sh   # then SOAK seconds of search load on the full gateway, RSS sampled
@@ -57,7 +59,8 @@ bash scripts/setup.sh
 # PROFILE=dist measures the binary the Docker image ships (Cargo.toml [profile.dist]).
 PROFILE=${PROFILE:-release}
 if [ -z "${BIN:-}" ]; then
-  cargo build --profile "$PROFILE" -q
+  # pgo: the profile-guided build (scripts/build-pgo.sh trains an instrumented build first).
+  if [ "$PROFILE" = pgo ]; then bash scripts/build-pgo.sh >/dev/null; else cargo build --profile "$PROFILE" -q; fi
   BIN=target/$PROFILE/aap-gateway
 fi
 WORK=$(mktemp -d)

@@ -22,6 +22,8 @@
 #                                        # number of requests, CALLGRIND_REQUESTS=2000, is served; exact and
 #                                        # repeatable for one binary however busy the machine is; the first
 #                                        # argument is ignored). H2=1 for HTTP/2. KEEP=dir keeps callgrind.out.
+#   CALLGRIND=1 CACHESIM=1 bash benches/profile.sh  # and valgrind's cache model: first-level instruction and
+#                                        # data misses per request, in all and by function
 #   KEEP=/some/dir bash benches/profile.sh   # keep perf.data and the full report there
 #   CALLGRAPH=dwarf KEEP=/some/dir bash benches/profile.sh   # callers that can be read (`perf report -G` on the
 #                                        # kept perf.data): a release build has no frame pointers, so the default
@@ -66,6 +68,9 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
   command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
   # Instrumentation starts off: the start-up and the warm-up are not counted.
   WRAP=(valgrind -q --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.out")
+  # CACHESIM=1: valgrind's cache model too (first-level instruction and data caches, last level; sizes as
+  # valgrind reads them off this CPU), misses per request in all and by function.
+  [ "${CACHESIM:-0}" = 0 ] || WRAP+=(--cache-sim=yes)
 fi
 "${WRAP[@]}" "$BIN" --config "$WORK/full.toml" --listen "127.0.0.1:$FULL" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
 FULLPID=${PIDS[1]}
@@ -152,6 +157,35 @@ for label, name in parts:
     c = max((v for f, v in incl.items() if f.endswith(name)), default=0)
     print(f"  {c:8.0f}  {label} ({name})")
 PY
+  if [ "${CACHESIM:-0}" != 0 ]; then
+    for ev in I1mr D1mr; do
+      callgrind_annotate --show=Ir,I1mr,D1mr,D1mw,ILmr,DLmr,DLmw --sort=$ev "$OUT" 2>/dev/null > "$WORK/$ev.txt"
+    done
+    python3 - "$N" "$WORK/I1mr.txt" "$WORK/D1mr.txt" <<'PY'
+import re, sys
+n = int(sys.argv[1])
+EV = ["Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
+def rows(path):
+    for line in open(path):
+        rest, vals = line.lstrip(), []
+        while len(vals) < 7:
+            m = re.match(r"([\d,]+)(?: \(\s*[\d.]+%\))?\s+|\.\s+", rest)
+            if not m:
+                break
+            vals.append(int(m.group(1).replace(",", "")) if m.group(1) else 0)
+            rest = rest[m.end():]
+        if len(vals) == 7 and rest.strip():
+            yield dict(zip(EV, (v / n for v in vals))), re.sub(r"\s+\[.*$", "", rest.strip()).replace("???:", "")
+for path, ev, label in ((sys.argv[2], "I1mr", "instruction"), (sys.argv[3], "D1mr", "data read")):
+    r = list(rows(path))
+    total = next(d for d, f in r if "PROGRAM TOTALS" in f)
+    if ev == "I1mr":
+        print("cache model, per request: " + ", ".join(f"{k} {total[k]:.0f}" for k in EV))
+    print(f"most first-level {label} misses (per request):")
+    for d, f in [x for x in r if "PROGRAM TOTALS" not in x[1]][:10]:
+        print(f"  {d[ev]:8.0f}  {f[:110]}")
+PY
+  fi
   if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$OUT" "$KEEP/callgrind.out" && echo "callgrind.out kept in $KEEP"; fi
   exit 0
 fi

@@ -19,6 +19,8 @@ echo "== no module cycle in either crate"
 python3 scripts/module-cycles.py
 echo "== docs/architecture-rules.md: every file, function, type and test it names resolves"
 python3 scripts/rules-table-check.py
+echo "== the profile-guided build's training mix gets the answers it trains (scripts/build-pgo.sh --check-training)"
+bash scripts/build-pgo.sh --check-training
 if [ "${AAP_TEST_IMAGE:-1}" != 0 ]; then
   echo "== container image: build the Dockerfile on a debootstrapped Debian base (buildah) and drive it"
   bash tests/image/run.sh
