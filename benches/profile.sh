@@ -128,8 +128,8 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
   OUT=$(ls "$WORK"/callgrind.out* | grep -v '\.out$' | head -1)
   [ -n "$OUT" ] || OUT="$WORK/callgrind.out"
   echo "full gateway, $WORKLOAD over $([ "$H2" = 0 ] && echo 'HTTP/1.1' || echo 'HTTP/2'), $N requests under callgrind"
-  callgrind_annotate "$OUT" 2>/dev/null > "$WORK/self.txt"
-  callgrind_annotate --inclusive=yes --threshold=100 "$OUT" 2>/dev/null > "$WORK/inclusive.txt"
+  callgrind_annotate --show=Ir "$OUT" 2>/dev/null > "$WORK/self.txt"
+  callgrind_annotate --show=Ir --inclusive=yes --threshold=100 "$OUT" 2>/dev/null > "$WORK/inclusive.txt"
   python3 - "$N" "$WORK/self.txt" "$WORK/inclusive.txt" <<'PY'
 import re, sys
 n = int(sys.argv[1])
