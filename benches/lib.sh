@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shell helpers the load benches share (sourced by load.sh, leads.sh and profile.sh): free loopback
-# ports, waiting for a listener, and stopping the processes a bench started (the PIDS array).
+# ports, waiting for a listener, stopping the processes a bench started (the PIDS array), and the gateway
+# configurations they run (bench_configs).
 
 # A free loopback port.
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -23,4 +24,24 @@ stop_pids() {
   done
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   PIDS=()
+}
+
+# The benches' configurations, written into directory $1 from the shipped gateway.toml: upstream.toml (no lead
+# quota, the demo data by absolute path) and, for a gateway in front of an upstream on loopback port $2, full.toml
+# (the demo tenant's backend swapped for that MCP upstream under the AAP contract) and relay.toml (a transparent
+# relay to it). H2C=1 turns h2c on in full.toml.
+bench_configs() {
+  sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$1/upstream.toml"
+  python3 - "$1" "$2" "${H2C:-0}" <<'PY'
+import sys
+out, up, h2c = sys.argv[1:]
+s = open(f"{out}/upstream.toml").read()
+start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
+peer = f'peers = ["http://127.0.0.1:{up}"]\npath = "/aap/3.0.0/demo-toyota/mcp"\n'
+for name, kind in (("full", 'kind = "mcp"\n' + peer + 'revision = "2026-07-28"\n'), ("relay", 'kind = "relay"\n' + peer)):
+    text = s[:start] + "[tenants.backend]\n" + kind + "\n" + s[end:]
+    if name == "full" and h2c == "1":
+        text = text.replace("\nh2c = false", "\nh2c = true")
+    open(f"{out}/{name}.toml", "w").write(text)
+PY
 }

@@ -71,21 +71,12 @@ cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
 UP=$(port); UPA=$(port); PT=$(port); FULL=$(port); FULLA=$(port); RELAY=$(port); NGX=$(port); NGX2=$(port)
 P=/aap/3.0.0/demo-toyota/mcp
-# Generous quotas and no per-request limits: this measures the data path.
-sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$WORK/upstream.toml"
+# Generous quotas and no per-request limits: this measures the data path. full.toml and relay.toml: the same
+# tenant with its backend swapped, an AAP contract over an MCP upstream (full) and a transparent relay to the
+# same upstream (relay).
+bench_configs "$WORK" "$UP"
 "$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$UPA" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
 "$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$PT" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/pt" passthrough --upstream "127.0.0.1:$UP" 2>/dev/null & PIDS+=($!)
-# The same tenant with its backend swapped: an AAP contract over an MCP upstream (full)
-# and a transparent relay to the same upstream (relay).
-python3 - "$WORK/upstream.toml" "$WORK" "$UP" "$P" <<'PY'
-import sys
-src, out, up, path = sys.argv[1:]
-s = open(src).read()
-start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
-peer = f'peers = ["http://127.0.0.1:{up}"]\npath = "{path}"\n'
-for name, kind in (("full", 'kind = "mcp"\n' + peer + 'revision = "2026-07-28"\n'), ("relay", 'kind = "relay"\n' + peer)):
-    open(f"{out}/{name}.toml", "w").write(s[:start] + "[tenants.backend]\n" + kind + "\n" + s[end:])
-PY
 # The HTTP/2 leg talks h2c to the full gateway itself, so its HTTP/1.1 and HTTP/2 figures come from
 # one process; with h2c on, an HTTP/1.1 connection costs one look at its first bytes, nothing per request.
 if [ "$H2" != 0 ]; then

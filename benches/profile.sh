@@ -52,15 +52,7 @@ UP=$(port); FULL=$(port)
 P=/aap/3.0.0/demo-toyota/mcp
 # The configuration of load.sh's upstream and full legs: no lead quota, the tenant's backend swapped for an MCP
 # upstream under the AAP contract, h2c on the full gateway.
-sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$WORK/upstream.toml"
-python3 - "$WORK/upstream.toml" "$WORK/full.toml" "$UP" "$P" <<'PY'
-import sys
-src, out, up, path = sys.argv[1:]
-s = open(src).read().replace("\nh2c = false", "\nh2c = true")
-start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
-backend = f'kind = "mcp"\npeers = ["http://127.0.0.1:{up}"]\npath = "{path}"\nrevision = "2026-07-28"\n'
-open(out, "w").write(s[:start] + "[tenants.backend]\n" + backend + "\n" + s[end:])
-PY
+H2C=1 bench_configs "$WORK" "$UP"
 "$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
 WRAP=()
 if [ "${CALLGRIND:-0}" = 1 ]; then

@@ -31,17 +31,7 @@ P=/aap/3.0.0/demo-toyota/mcp
 start_topology() {
   local bin=$1
   UP=$(port); FULL=$(port); RELAY=$(port); PT=$(port)
-  sed -e 's/lead_submit_per_hour = 30/lead_submit_per_hour = 0/' -e "s#\"data/#\"$PWD/data/#" gateway.toml > "$WORK/upstream.toml"
-  python3 - "$WORK/upstream.toml" "$WORK" "$UP" "$P" <<'PY'
-import sys
-src, out, up, path = sys.argv[1:]
-s = open(src).read()
-start = s.index("[tenants.backend]"); end = s.index("[tenants.rate_limit]")
-peer = f'peers = ["http://127.0.0.1:{up}"]\npath = "{path}"\n'
-for name, kind in (("full", 'kind = "mcp"\n' + peer + 'revision = "2026-07-28"\n'), ("relay", 'kind = "relay"\n' + peer)):
-    text = s[:start] + "[tenants.backend]\n" + kind + "\n" + s[end:]
-    open(f"{out}/{name}.toml", "w").write(text.replace("\nh2c = false", "\nh2c = true") if name == "full" else text)
-PY
+  H2C=1 bench_configs "$WORK" "$UP"
   "$bin" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
   "$bin" --config "$WORK/full.toml" --listen "127.0.0.1:$FULL" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/full" 2>/dev/null & PIDS+=($!)
   "$bin" --config "$WORK/relay.toml" --listen "127.0.0.1:$RELAY" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/relay" 2>/dev/null & PIDS+=($!)
