@@ -162,12 +162,19 @@ ticks() {
   for p in "$1" $(pgrep -P "$1" || true); do files+=("/proc/$p/stat"); done
   cat "${files[@]}" 2>/dev/null | awk '{s += $14 + $15} END {print s + 0}'
 }
+# The system (kernel) part alone: stime.
+sticks() {
+  [ -n "$1" ] || { echo 0; return; }
+  local p files=()
+  for p in "$1" $(pgrep -P "$1" || true); do files+=("/proc/$p/stat"); done
+  cat "${files[@]}" 2>/dev/null | awk '{s += $15} END {print s + 0}'
+}
 HZ=$(getconf CLK_TCK)
-# Reads one wrk output or h2load per-request log -> "rps p50 p99 non2xx upstream_us proxy_us".
+# Reads one wrk output or h2load per-request log -> "rps p50 p99 non2xx upstream_us proxy_us proxy_sys_us".
 cat > "$WORK/stats.py" <<'PY'
 import sys, re
 kind, path, out = sys.argv[1:4]
-up_ticks, gw_ticks, hz = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+up_ticks, gw_ticks, hz, gw_sys = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 t = open(out).read()
 rps = float(re.search(r'(?:Requests/sec:\s+|finished in [\d.]+m?s, )([\d.]+)', t).group(1))
 if kind == 'wrk':
@@ -190,20 +197,20 @@ else:  # h2load --log-file: start (us since epoch), status, duration (us), tab-s
     codes = re.search(r'status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx', t)
     bad = sum(int(c) for c in codes.groups())
 us = lambda ticks: ticks * 1e6 / hz / max(n, 1)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {bad} {us(up_ticks):.0f} {us(gw_ticks):.0f}")
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {bad} {us(up_ticks):.0f} {us(gw_ticks):.0f} {us(gw_sys):.0f}")
 PY
 run() { # client (wrk|h1|h2) target port, script or body, proxy pid (empty for direct), connections, seconds
-  local u0 g0 u1 g1 url="http://127.0.0.1:$2$P"
+  local u0 g0 s0 u1 g1 s1 url="http://127.0.0.1:$2$P"
   local hdr=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
   rm -f "$WORK/h2log"
-  u0=$(ticks "$UPPID"); g0=$(ticks "$4")
+  u0=$(ticks "$UPPID"); g0=$(ticks "$4"); s0=$(sticks "$4")
   case $1 in
     wrk) wrk -t2 -c"$5" -d"${6}s" --latency -s "$WORK/$3.lua" "$url" > "$WORK/out" 2>&1;;
     h1) h2load --h1 -t2 -c"$5" -m1 -D"$6" -d "$WORK/$3.json" "${hdr[@]}" --log-file="$WORK/h2log" "$url" > "$WORK/out" 2>&1;;
     h2) h2load -t2 -c"$(( $5 / 4 > 2 ? $5 / 4 : 2 ))" -m4 -D"$6" -d "$WORK/$3.json" "${hdr[@]}" --log-file="$WORK/h2log" "$url" > "$WORK/out" 2>&1;;
   esac
-  u1=$(ticks "$UPPID"); g1=$(ticks "$4")
-  python3 "$WORK/stats.py" "$([ "$1" = wrk ] && echo wrk || echo h2load)" "$WORK/h2log" "$WORK/out" "$((u1 - u0))" "$((g1 - g0))" "$HZ"
+  u1=$(ticks "$UPPID"); g1=$(ticks "$4"); s1=$(sticks "$4")
+  python3 "$WORK/stats.py" "$([ "$1" = wrk ] && echo wrk || echo h2load)" "$WORK/h2log" "$WORK/out" "$((u1 - u0))" "$((g1 - g0))" "$HZ" "$((s1 - s0))"
 }
 leg() { # workload leg -> one run's figures
   local w=$1 t=$2 p g client=wrk conns=$CONN secs=$DUR script=$1
@@ -224,7 +231,7 @@ leg() { # workload leg -> one run's figures
 median() { python3 -c "import sys,statistics; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 declare -A R
 measure() { # workload rounds decimals legs...: interleaved rounds, one row per leg (medians), R[leg] kept
-  local w=$1 rounds=$2 dec=$3 t c cols vals rps bad upus gwus
+  local w=$1 rounds=$2 dec=$3 t c cols vals rps bad upus gwus sysus
   shift 3
   # Legs run interleaved; each column is the median over the rounds, so a neighbour's burst of
   # CPU use skews one round, not the table.
@@ -235,21 +242,22 @@ measure() { # workload rounds decimals legs...: interleaved rounds, one row per 
   R=()
   for t in "$@"; do
     cols=()
-    for c in 1 2 3 4 5 6; do
+    for c in 1 2 3 4 5 6 7; do
       mapfile -t vals < <(printf '%s' "${ALL[$t]}" | awk -v c=$c 'NF {print $c}')
       cols+=("$(median "${vals[@]}")")
     done
     printf -v rps '%.0f' "${cols[0]}"; printf -v bad '%.0f' "${cols[3]}"
-    printf -v upus '%.0f' "${cols[4]}"; printf -v gwus '%.0f' "${cols[5]}"
+    printf -v upus '%.0f' "${cols[4]}"; printf -v gwus '%.0f' "${cols[5]}"; printf -v sysus '%.0f' "${cols[6]}"
     R[$t]="$rps ${cols[1]} ${cols[2]} $gwus"
-    [ "$t" != direct ] || gwus="-"
-    printf "%-10s %-12s %10s %9.${dec}f %9.${dec}f %6s %9s %9s\n" "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus"
+    [ "$t" != direct ] || { gwus="-"; sysus="-"; }
+    printf "%-10s %-12s %10s %9.${dec}f %9.${dec}f %6s %9s %9s %10s\n" "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus" "$sysus"
   done
 }
 py() { python3 -c "$1"; }
 # cpu_us columns: CPU time (user + system) per request of the upstream and of the
 # proxy in front of it (none for direct), from /proc/PID/stat over the run. They
-# do not depend on how the 2 cores are shared, unlike req/s and latency.
+# do not depend on how the 2 cores are shared, unlike req/s and latency. gw_sys_us:
+# the system (kernel) part of gw_cpu_us, so the user part is the difference.
 if [ "$IDLE" -gt 0 ]; then
   # Every process started and ready, no request in flight: what each burns on its own.
   sleep 2
@@ -267,7 +275,7 @@ if [ "$IDLE" -gt 0 ]; then
   echo "$line (one tick is $(py "print(f'{1000 / $HZ / $IDLE:.1f}')") ms/s)"
   unset I0
 fi
-printf '\n%-10s %-12s %10s %9s %9s %6s %9s %9s\n' workload target req/s p50_ms p99_ms non2xx up_cpu_us gw_cpu_us
+printf '\n%-10s %-12s %10s %9s %9s %6s %9s %9s %10s\n' workload target req/s p50_ms p99_ms non2xx up_cpu_us gw_cpu_us gw_sys_us
 WORKLOADS="search discover"; [ "$RATE" -gt 0 ] && WORKLOADS+=" paced"
 for w in $WORKLOADS; do
   measure "$w" "$ROUNDS" 2 direct nginx passthrough relay full
