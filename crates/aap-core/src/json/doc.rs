@@ -336,11 +336,7 @@ impl<'b> ObjectRef<'b> {
                             .get(*start as usize..*end as usize)
                             .is_some_and(|t| t.first() == name.first() && t == name)
                 }
-                Node::Decoded { start, end } => doc
-                    .decoded
-                    .as_bytes()
-                    .get(*start as usize..*end as usize)
-                    .is_some_and(|t| t == name),
+                Node::Decoded { .. } => doc.str_of(key).is_some_and(|t| t.as_bytes() == name),
                 _ => return None,
             };
             if hit {
@@ -546,6 +542,9 @@ impl<'a> jsonschema::json::Node<'a, DocJson> for NodeRef<'a> {
                 .text
                 .as_bytes()
                 .get(*start as usize..*end as usize)?,
+            // Spelled out rather than through `Doc::str_of`: that call kept this
+            // function from being inlined into `maxLength`'s check (+1,400
+            // instructions a search).
             Node::Decoded { start, end } => self
                 .doc
                 .decoded

@@ -29,7 +29,7 @@
 //! 60,380).
 
 use super::doc::Node;
-use super::{container, decode_into, number, repeats, scan, Reader, MAX_DEPTH};
+use super::{container, decode_into, node_bytes, number, repeats, scan, Reader, MAX_DEPTH};
 use serde_json::Number;
 
 /// Open containers the fast path tracks, less one; a value nested deeper is
@@ -350,12 +350,7 @@ fn member_name(
     let (close, escaped) = string(b, start)?;
     let hash = if escaped {
         let node = decode(b, start, close, decoded)?;
-        let hash = match node {
-            Node::Decoded { start, end } => {
-                name_hash(decoded.as_bytes().get(start as usize..end as usize)?)
-            }
-            _ => return None,
-        };
+        let hash = name_hash(node_bytes(b, decoded, &node));
         put(nodes, node);
         hash
     } else {
