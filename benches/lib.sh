@@ -1,10 +1,17 @@
 # shellcheck shell=bash
-# Shell helpers the load benches share (sourced by load.sh, leads.sh and profile.sh): free loopback
-# ports, waiting for a listener, stopping the processes a bench started (the PIDS array), and the gateway
-# configurations they run (bench_configs).
+# Shell helpers the load benches share (sourced by load.sh, leads.sh, profile.sh and scripts/build-pgo.sh):
+# installing a missing tool (need), free loopback ports, waiting for a listener, stopping the processes a
+# bench started (the PIDS array), and the gateway configurations they run (bench_configs).
 
 # A free loopback port.
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Install Debian package $2 (apt-get, with sudo when not root) when command $1 is missing.
+need() {
+  command -v "$1" >/dev/null && return 0
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null
+}
 
 # Wait up to 10 s for a listener on loopback port $1; exit the bench if none comes.
 wait_port() {

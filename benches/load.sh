@@ -46,11 +46,8 @@ IDLE=${IDLE:-10}
 H2=${H2:-1}
 ROUNDS=${ROUNDS:-3}
 SOAK=${SOAK:-0}
-need() { # command package: apt-get install the package when the command is missing
-  command -v "$1" >/dev/null && return 0
-  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null
-}
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
 need wrk wrk
 NGINX=/usr/sbin/nginx
 [ -x "$NGINX" ] || need "$NGINX" nginx-light
@@ -65,8 +62,6 @@ if [ -z "${BIN:-}" ]; then
 fi
 WORK=$(mktemp -d)
 PIDS=()
-# shellcheck source=benches/lib.sh
-. benches/lib.sh
 cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
 UP=$(port); UPA=$(port); PT=$(port); FULL=$(port); FULLA=$(port); RELAY=$(port); NGX=$(port); NGX2=$(port)

@@ -36,16 +36,16 @@ CONN=${2:-64}
 WORKLOAD=${WORKLOAD:-search}
 H2=${H2:-0}
 command -v perf >/dev/null || { echo "perf is not installed (Debian: linux-perf)" >&2; exit 2; }
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
-[ "$H2" = 0 ] || command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+need wrk wrk
+[ "$H2" = 0 ] || need h2load nghttp2-client
 if [ -z "${BIN:-}" ]; then
   cargo build --release -q
   BIN=target/release/aap-gateway
 fi
 WORK=$(mktemp -d)
 PIDS=()
-# shellcheck source=benches/lib.sh
-. benches/lib.sh
 cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
 UP=$(port); FULL=$(port)
@@ -56,8 +56,8 @@ H2C=1 bench_configs "$WORK" "$UP"
 "$BIN" --config "$WORK/upstream.toml" --listen "127.0.0.1:$UP" --admin-listen "127.0.0.1:$(port)" --state-dir "$WORK/up" 2>/dev/null & PIDS+=($!)
 WRAP=()
 if [ "${CALLGRIND:-0}" = 1 ]; then
-  command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
-  command -v h2load >/dev/null || { apt-get update -qq && apt-get install -y -qq nghttp2-client >/dev/null; }
+  need valgrind valgrind
+  need h2load nghttp2-client
   # Instrumentation starts off: the start-up and the warm-up are not counted.
   WRAP=(valgrind -q --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.out")
   # CACHESIM=1: valgrind's cache model too (first-level instruction and data caches, last level; sizes as

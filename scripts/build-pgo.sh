@@ -20,16 +20,14 @@ case "${1:-}" in
   *) echo "usage: bash scripts/build-pgo.sh [--check-training]" >&2; exit 2 ;;
 esac
 TRAIN_SECONDS=${TRAIN_SECONDS:-20}
-SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-apt_install() { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null; }
-command -v python3 >/dev/null || apt_install python3
+# shellcheck source=benches/lib.sh
+. benches/lib.sh
+need python3 python3
 
 # The training topology, as benches/load.sh's: an upstream gateway on the embedded dealer, and in front
 # of it a validating tenant (kind = "mcp", h2c on), a relay tenant and the pass-through, all run from
 # $1 (with LLVM_PROFILE_FILE, when set, in their environment). Sets UP FULL RELAY PT and PIDS.
 WORK=$(mktemp -d); PIDS=()
-# shellcheck source=benches/lib.sh
-. benches/lib.sh
 cleanup() { stop_pids; rm -rf "$WORK"; }
 trap cleanup EXIT
 P=/aap/3.0.0/demo-toyota/mcp
@@ -52,7 +50,7 @@ if [ "$CHECK" = 1 ]; then
 fi
 
 bash scripts/setup-build.sh
-command -v h2load >/dev/null || apt_install nghttp2-client
+need h2load nghttp2-client
 
 # llvm-profdata of rustc's LLVM.
 major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
@@ -69,7 +67,7 @@ find_profdata() {
 }
 if ! PROFDATA=$(find_profdata); then
   if command -v rustup >/dev/null && rustup component add llvm-tools >/dev/null 2>&1 && PROFDATA=$(find_profdata); then :
-  elif apt_install "llvm-$major" 2>/dev/null && PROFDATA=$(find_profdata); then :
+  elif need "llvm-profdata-$major" "llvm-$major" 2>/dev/null && PROFDATA=$(find_profdata); then :
   else
     echo "build-pgo: no llvm-profdata of LLVM $major (rustc's): add rustup's llvm-tools component," \
          "install Debian's llvm-$major, or set LLVM_PROFDATA" >&2
