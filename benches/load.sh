@@ -151,18 +151,13 @@ LUA
 [ "$LOW_RATE" -gt 0 ] && paced_lua low "$LOW_CONN" "$LOW_RATE"
 # utime+stime (1/CLK_TCK s) of a process and of its children: nginx is a master and its workers, all
 # counted (the master's share is near zero); a gateway is one process, its threads are in its own stat.
+# With `sys` as $2: "utime+stime stime", the kernel's part beside the whole, from the same read.
 ticks() {
-  [ -n "$1" ] || { echo 0; return; }
+  [ -n "$1" ] || { [ "${2:-}" = sys ] && echo "0 0" || echo 0; return; }
   local p files=()
   for p in "$1" $(pgrep -P "$1" || true); do files+=("/proc/$p/stat"); done
-  cat "${files[@]}" 2>/dev/null | awk '{s += $14 + $15} END {print s + 0}'
-}
-# The system (kernel) part alone: stime.
-sticks() {
-  [ -n "$1" ] || { echo 0; return; }
-  local p files=()
-  for p in "$1" $(pgrep -P "$1" || true); do files+=("/proc/$p/stat"); done
-  cat "${files[@]}" 2>/dev/null | awk '{s += $15} END {print s + 0}'
+  cat "${files[@]}" 2>/dev/null | awk -v sys="${2:-}" '{s += $14 + $15; k += $15}
+    END {if (sys == "sys") print s + 0, k + 0; else print s + 0}'
 }
 HZ=$(getconf CLK_TCK)
 # Reads one wrk output or h2load per-request log -> "rps p50 p99 non2xx upstream_us proxy_us proxy_sys_us".
@@ -198,13 +193,13 @@ run() { # client (wrk|h1|h2) target port, script or body, proxy pid (empty for d
   local u0 g0 s0 u1 g1 s1 url="http://127.0.0.1:$2$P"
   local hdr=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
   rm -f "$WORK/h2log"
-  u0=$(ticks "$UPPID"); g0=$(ticks "$4"); s0=$(sticks "$4")
+  u0=$(ticks "$UPPID"); read -r g0 s0 <<< "$(ticks "$4" sys)"
   case $1 in
     wrk) wrk -t2 -c"$5" -d"${6}s" --latency -s "$WORK/$3.lua" "$url" > "$WORK/out" 2>&1;;
     h1) h2load --h1 -t2 -c"$5" -m1 -D"$6" -d "$WORK/$3.json" "${hdr[@]}" --log-file="$WORK/h2log" "$url" > "$WORK/out" 2>&1;;
     h2) h2load -t2 -c"$(( $5 / 4 > 2 ? $5 / 4 : 2 ))" -m4 -D"$6" -d "$WORK/$3.json" "${hdr[@]}" --log-file="$WORK/h2log" "$url" > "$WORK/out" 2>&1;;
   esac
-  u1=$(ticks "$UPPID"); g1=$(ticks "$4"); s1=$(sticks "$4")
+  u1=$(ticks "$UPPID"); read -r g1 s1 <<< "$(ticks "$4" sys)"
   python3 "$WORK/stats.py" "$([ "$1" = wrk ] && echo wrk || echo h2load)" "$WORK/h2log" "$WORK/out" "$((u1 - u0))" "$((g1 - g0))" "$HZ" "$((s1 - s0))"
 }
 leg() { # workload leg -> one run's figures
