@@ -103,7 +103,8 @@ const ANNOTATIONS: &[&str] = &[
 /// `{"allOf": [{"$ref": "#/$defs/T"}], "type": "object", "properties": …, "required": …,
 /// "dependentRequired": …}` whose `T` is itself only `type: object`, `properties`, `required`
 /// and `additionalProperties: true` into one object schema: `T`'s properties and its own (a
-/// name in both must hold for both, as an `allOf` of the two), both `required` lists, its
+/// name in both must hold for both, as an `allOf` of the two unless they are equal), both
+/// `required` lists, its
 /// `dependentRequired`. Neither side restricts other members, so a value holds for the result
 /// exactly when it holds for the original.
 ///
@@ -124,6 +125,19 @@ fn merge_object_all_of(schema: &mut Value, defs: &Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(|c| merge_object_all_of(c, defs)),
         _ => {}
+    }
+}
+
+/// Whether two schemas are the same but for their top-level [`ANNOTATIONS`].
+fn same_assertions(a: &Value, b: &Value) -> bool {
+    fn asserted(m: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+        m.iter()
+            .filter(|(k, _)| !ANNOTATIONS.contains(&k.as_str()))
+            .collect()
+    }
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => asserted(x) == asserted(y),
+        _ => a == b,
     }
 }
 
@@ -178,6 +192,9 @@ fn merged_listing(
         .clone()
     {
         let both = match properties.remove(&name) {
+            // The same schema on both sides (the listing's `status` and `updated_at`, whose
+            // descriptions differ) once.
+            Some(theirs) if same_assertions(&theirs, &own) => own,
             Some(theirs) => json!({ "allOf": [theirs, own] }),
             None => own,
         };
@@ -1065,8 +1082,18 @@ mod tests {
         assert!(listing.get("allOf").is_none(), "{listing}");
         assert_eq!(listing["required"], json!(["status", "updated_at"]));
         assert!(listing["properties"]["vin"].is_object());
-        assert!(listing["properties"]["status"]["allOf"].is_array());
+        // `condition` differs on the two sides (the listing allows fewer values), `status` not.
+        assert!(listing["properties"]["condition"]["allOf"].is_array());
+        assert_eq!(listing["properties"]["status"]["type"], "string");
         assert_eq!(listing["dependentRequired"], json!({"price": ["fees"]}));
+        // A property on both sides holds for both, booleans too.
+        let defs =
+            json!({"T": {"properties": {"a": false, "b": {"type": "string", "description": "x"}}}});
+        let mut merged = json!({"allOf": [{"$ref": "#/$defs/T"}],
+            "properties": {"a": true, "b": {"type": "string", "description": "y"}}});
+        merge_object_all_of(&mut merged, &defs);
+        assert_eq!(merged["properties"]["a"], json!({"allOf": [false, true]}));
+        assert_eq!(merged["properties"]["b"]["type"], "string");
         let defs = json!({"Open": {"properties": {"a": {"type": "string"}}},
             "Closed": {"type": "object", "additionalProperties": false}});
         for (schema, merges) in [
