@@ -1,7 +1,8 @@
 //! The gateway's validation of a document (`SchemaSet::request_holds`, `result_holds`: `jsonschema`
-//! through the `Doc` adapter, the path every call takes) against the same schemas on the
-//! `serde_json::Value` (`validate_request`, `validate_result`: the reference, and the path that
-//! reports the details), for every skill's request and result (the error schema included).
+//! through the `Doc` adapter, over the schemas with their object `allOf`s merged, the path every
+//! call takes) against the schemas as written on the `serde_json::Value` (`validate_request`,
+//! `validate_result`: the reference, and the path that reports the details), for every skill's
+//! request and result (the error schema included).
 //!
 //! Byte 0, bit 0 picks the mode. Clear: the rest is a JSON text, read with `Doc::parse`, and
 //! decided as every skill's request and result. Set: byte 1 picks a valid example (from
