@@ -320,7 +320,7 @@ fn plain_web_uri(text: &str) -> bool {
 /// cached by `std`), else eight a step with one branch; then one at a time.
 /// (A byte a step took about 7 instructions a byte, eight a step about 4;
 /// these addresses are ~50 bytes and a search answer holds ~20: the check of
-/// one answer's addresses went from ~4,800 to ~1,500 instructions, callgrind.)
+/// one answer's addresses went from ~4,800 to ~3,100 instructions, callgrind.)
 fn run(bytes: &[u8], class: u8) -> usize {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("ssse3") {
