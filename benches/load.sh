@@ -187,7 +187,7 @@ else:  # h2load --log-file: start (us since epoch), status, duration (us), tab-s
     codes = re.search(r'status codes: \d+ 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx', t)
     bad = sum(int(c) for c in codes.groups())
 us = lambda ticks: ticks * 1e6 / hz / max(n, 1)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {bad} {us(up_ticks):.0f} {us(gw_ticks):.0f} {us(gw_sys):.0f}")
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {bad} {us(up_ticks):.2f} {us(gw_ticks):.2f} {us(gw_sys):.2f}")
 PY
 run() { # client (wrk|h1|h2) target port, script or body, proxy pid (empty for direct), connections, seconds
   local u0 g0 s0 u1 g1 s1 url="http://127.0.0.1:$2$P"
@@ -236,9 +236,12 @@ measure() { # workload rounds decimals legs...: interleaved rounds, one row per 
       mapfile -t vals < <(printf '%s' "${ALL[$t]}" | awk -v c=$c 'NF {print $c}')
       cols+=("$(median "${vals[@]}")")
     done
+    # CPU figures to a tenth of a µs (a tick over a saturated leg is worth well under that), and
+    # the ratios below from the unrounded medians: whole µs made a ratio near 1.5 uncertain by
+    # about ±0.05.
     printf -v rps '%.0f' "${cols[0]}"; printf -v bad '%.0f' "${cols[3]}"
-    printf -v upus '%.0f' "${cols[4]}"; printf -v gwus '%.0f' "${cols[5]}"; printf -v sysus '%.0f' "${cols[6]}"
-    R[$t]="$rps ${cols[1]} ${cols[2]} $gwus"
+    printf -v upus '%.1f' "${cols[4]}"; printf -v gwus '%.1f' "${cols[5]}"; printf -v sysus '%.1f' "${cols[6]}"
+    R[$t]="$rps ${cols[1]} ${cols[2]} ${cols[5]}"
     [ "$t" != direct ] || { gwus="-"; sysus="-"; }
     printf "%-10s %-12s %10s %9.${dec}f %9.${dec}f %6s %9s %9s %10s\n" "$w" "$t" "$rps" "${cols[1]}" "${cols[2]}" "$bad" "$upus" "$gwus" "$sysus"
   done
@@ -301,7 +304,7 @@ if [ "$LOW_RATE" -gt 0 ]; then
   read -r drps dp50 dp99 _ <<< "${R[direct]}"
   for t in nginx passthrough relay full; do
     read -r frps fp50 fp99 fus <<< "${R[$t]}"
-    py "print(f'low        $t at {$LOW_RATE} req/s over direct: added p50 {${fp50}-${dp50}:+.3f} ms, added p99 {${fp99}-${dp99}:+.3f} ms, proxy CPU per request {${fus}} us')"
+    py "print(f'low        $t at {$LOW_RATE} req/s over direct: added p50 {${fp50}-${dp50}:+.3f} ms, added p99 {${fp99}-${dp99}:+.3f} ms, proxy CPU per request {${fus}:.0f} us')"
   done
   py "print(f'low        CPU per request is counted in 1/{$HZ} s ticks: about +/- {1e6/$HZ/max(${drps}*$LOW_DUR,1):.0f} us at {${drps}*$LOW_DUR:.0f} requests')"
 fi
