@@ -19,6 +19,11 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 use std::sync::LazyLock;
 
+// `paths`, `at_path` and the values edits put in (shared with aap-core's schema tests).
+#[path = "../../crates/aap-core/src/aap/corpus_edits.rs"]
+mod corpus_edits;
+use corpus_edits::{at_path, paths, SCALARS};
+
 static SCHEMAS: LazyLock<SchemaSet> =
     LazyLock::new(|| SchemaSet::embedded().expect("embedded schemas compile"));
 
@@ -75,80 +80,6 @@ fn agree(stem: &str, skill: Skill, request: bool, doc: &Doc, value: &Value) {
     );
 }
 
-/// The values of `value` (itself included) as paths of member names and indices.
-fn paths(value: &Value, at: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
-    out.push(at.clone());
-    match value {
-        Value::Object(map) => {
-            for (name, child) in map {
-                at.push(Value::String(name.clone()));
-                paths(child, at, out);
-                at.pop();
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                at.push(json!(i));
-                paths(child, at, out);
-                at.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-fn at_path<'v>(value: &'v mut Value, path: &[Value]) -> Option<&'v mut Value> {
-    let mut at = value;
-    for step in path {
-        at = match step {
-            Value::String(name) => at.get_mut(name.as_str())?,
-            Value::Number(i) => at.get_mut(usize::try_from(i.as_u64()?).ok()?)?,
-            _ => return None,
-        };
-    }
-    Some(at)
-}
-
-const SCALARS: &[&str] = &[
-    "null",
-    "true",
-    "false",
-    "0",
-    "-0.0",
-    "1",
-    "-1",
-    "0.5",
-    "1.0",
-    "1e2",
-    "100.5",
-    "1900",
-    "2101",
-    "9007199254740993",
-    "18446744073709551615",
-    "18446744073709551616",
-    "-9223372036854775809",
-    "1e300",
-    "{}",
-    "[]",
-    "\"\"",
-    "\"x\"",
-    "\"available\"",
-    "\"sold\"",
-    "\"new\"",
-    "\"used\"",
-    "\"car\"",
-    "\"motorcycle\"",
-    "\"USD\"",
-    "\"2026-11-20T17:00:00Z\"",
-    "\"2026-11-20\"",
-    "\"https://example.com/a\"",
-    "\"JTDACAAU2H3400137\"",
-    "\"+14155550100\"",
-    "\"09:30\"",
-    "\"a@example.com\"",
-    "\"inventory.search.response\"",
-    "\"aap.error\"",
-];
 const NAMES: &[&str] = &[
     "type",
     "data",

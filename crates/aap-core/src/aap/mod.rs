@@ -7,6 +7,8 @@ pub mod backend;
 pub mod catalog;
 pub mod compat;
 pub mod contract;
+#[cfg(test)]
+mod corpus_edits;
 pub mod cursor;
 pub mod error;
 pub mod payload;

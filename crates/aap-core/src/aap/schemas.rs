@@ -1079,67 +1079,11 @@ mod tests {
 
     /// The `Doc` path (the merged schema) against the `Value` path (the schema as written) on every
     /// valid example of `tests/corpus/valid` and on each single edit of it: a member removed or
-    /// added, a value replaced by each of a set of values, a string lengthened. The fuzz target
-    /// `schema_doc` does the same with random edits.
+    /// added, a value replaced by each of `corpus_edits::SCALARS`, a string lengthened. The fuzz
+    /// target `schema_doc` does the same with random edits.
     #[test]
     fn the_doc_path_decides_every_edit_as_the_value_path() {
-        const VALUES: &[&str] = &[
-            "null",
-            "true",
-            "0",
-            "-1",
-            "0.5",
-            "1.0",
-            "1e2",
-            "1900",
-            "2101",
-            "9007199254740993",
-            "18446744073709551616",
-            "{}",
-            "[]",
-            "\"\"",
-            "\"x\"",
-            "\"available\"",
-            "\"sold\"",
-            "\"new\"",
-            "\"excellent\"",
-            "\"car\"",
-            "\"USD\"",
-            "\"2026-11-20T17:00:00Z\"",
-            "\"2026-11-20\"",
-            "\"https://example.com/a\"",
-            "\"https://exa mple.com\"",
-            "\"JTDACAAU2H3400137\"",
-            "\"JTDACAAU2H340013I\"",
-            "\"a@example.com\"",
-            "\"inventory.search.response\"",
-            "\"aap.error\"",
-            "[\"a\",\"a\"]",
-            "\"\\u00e9\\\"x\"",
-        ];
-        fn paths(v: &Value, at: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
-            out.push(at.clone());
-            match v {
-                Value::Object(m) => m.iter().for_each(|(k, c)| {
-                    at.push(Value::String(k.clone()));
-                    paths(c, at, out);
-                    at.pop();
-                }),
-                Value::Array(a) => a.iter().enumerate().for_each(|(i, c)| {
-                    at.push(json!(i));
-                    paths(c, at, out);
-                    at.pop();
-                }),
-                _ => {}
-            }
-        }
-        fn at_path<'v>(v: &'v mut Value, path: &[Value]) -> Option<&'v mut Value> {
-            path.iter().try_fold(v, |v, step| match step {
-                Value::String(k) => v.get_mut(k.as_str()),
-                Value::Number(i) => v.get_mut(usize::try_from(i.as_u64()?).ok()?),
-                _ => None,
-            })
-        }
+        use crate::aap::corpus_edits::{at_path, paths, SCALARS};
         let set = SchemaSet::embedded().unwrap();
         let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/corpus/valid");
         let (mut examples, mut checked, mut refused) = (0, 0, 0);
@@ -1174,7 +1118,7 @@ mod tests {
                                     edits.push(v);
                                 }
                             };
-                            for text in VALUES {
+                            for text in SCALARS {
                                 replaced(serde_json::from_str(text).unwrap());
                             }
                             replaced(Value::String("a".repeat(2049)));
