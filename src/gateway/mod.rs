@@ -189,18 +189,17 @@ impl Gateway {
 
     /// Handle one request end to end and log it: `new_ctx`, `route`, then
     /// admission and the tenant's endpoint or relay, then `logging` (see
-    /// `aap_core::context` for the phases).
+    /// `aap_core::context` for the phases). For a caller that writes the
+    /// answer itself, [`Gateway::handle_traced`] logs after the write instead.
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
-        let (resp, span) = self.handle_traced(req).await;
-        if let Some(span) = span {
-            span.export();
-        }
+        let (resp, answered) = self.handle_traced(req).await;
+        answered.written(std::time::Instant::now());
         resp
     }
 
-    /// [`Gateway::handle`], handing back the request's server span (when
-    /// sampled) for the caller to end once the answer is written.
-    pub async fn handle_traced(&self, req: HttpRequest) -> (HttpResponse, Option<ServerSpan>) {
+    /// [`Gateway::handle`] without its last phase: the answer, and what the
+    /// transport calls [`Answered::written`] on once the answer is written.
+    pub async fn handle_traced(&self, req: HttpRequest) -> (HttpResponse, Answered) {
         let mut ctx = RequestCtx::of_request(&req);
         crate::telemetry::start(&mut ctx, &req);
         let rt = self.runtime.load_full();
@@ -272,9 +271,7 @@ impl Gateway {
                 }
             }
         };
-        let resp = finish(&ctx, resp);
-        let span = ServerSpan::of(&ctx, resp.status, route);
-        (resp, span)
+        finish(ctx, resp, route)
     }
 
     /// For a request with `Expect: 100-continue`: the answer to send at
@@ -284,8 +281,9 @@ impl Gateway {
     /// (401/403) — in the admission order of [`Gateway::handle`]. `None`
     /// means the body is wanted. Rate limits are not applied here (that
     /// would take a token twice); scope checks that need the tool name wait
-    /// for the body. Logged and counted like any other answer.
-    pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<HttpResponse> {
+    /// for the body. Logged and counted like any other answer, once the
+    /// transport calls [`Answered::written`].
+    pub async fn answer_before_body(&self, req: &HttpRequest) -> Option<(HttpResponse, Answered)> {
         let mut ctx = RequestCtx::of_request(req);
         crate::telemetry::start(&mut ctx, req);
         let rt = self.runtime.load_full();
@@ -304,7 +302,8 @@ impl Gateway {
             }
             Target::Path => {
                 ctx.outcome = "no_route".into();
-                return Some(finish(&ctx, not_found(&rt, req)));
+                let resp = not_found(&rt, req);
+                return Some(finish(ctx, resp, None));
             }
         };
         if let Mount::A2a(_) = mount {
@@ -316,14 +315,8 @@ impl Gateway {
             None => head_auth(mount.auth(), req).await?,
         };
         ctx.outcome = head_outcome(&err);
-        let resp = finish(
-            &ctx,
-            mount.cors().decorate(req, mount.refuse_early(&err, req)),
-        );
-        if let Some(span) = ServerSpan::of(&ctx, resp.status, Some(&req.path)) {
-            span.export();
-        }
-        Some(resp)
+        let resp = mount.cors().decorate(req, mount.refuse_early(&err, req));
+        Some(finish(ctx, resp, Some(&req.path)))
     }
 
     /// Build a new runtime and swap it in atomically. Nothing waits for
@@ -419,12 +412,68 @@ fn target<'a>(rt: &'a ConfigGeneration, req: &HttpRequest) -> Target<'a> {
     }
 }
 
-/// Stamp the correlation id on an answer, then `logging`: every answer of
-/// [`Gateway::handle`] and [`Gateway::answer_before_body`] ends here.
-fn finish(ctx: &RequestCtx, resp: HttpResponse) -> HttpResponse {
+/// Stamp the correlation id on an answer and hold its `logging` for after the
+/// write: every answer of [`Gateway::handle`] and [`Gateway::answer_before_body`]
+/// ends here. `route` is the tenant's mounted path the server span names.
+fn finish(ctx: RequestCtx, resp: HttpResponse, route: Option<&str>) -> (HttpResponse, Answered) {
     let resp = resp.with_header("x-correlation-id", ctx.correlation_id.clone());
-    ctx.logging(resp.status, resp.body.len() as u64);
-    resp
+    let span = ServerSpan::of(&ctx, resp.status, route);
+    let mut answered = Answered {
+        status: resp.status,
+        bytes_out: resp.body.len() as u64,
+        logged: false,
+        ctx,
+        span,
+    };
+    // A streamed answer (an event stream) may stay open for long: its line is
+    // written when it starts, as before, and its span when it ends.
+    if resp.stream.is_some() {
+        answered.log_line();
+    }
+    (resp, answered)
+}
+
+/// An answer made and not yet written: its `logging` phase (the access line and
+/// `aap_requests_total`) and its server span wait for the write, as Pingora runs
+/// `logging` after the response, so neither delays the answer (at a dealer's
+/// sparse traffic the line's formatting and the log writer's wake-up sat on the
+/// critical path of every call). Dropped without [`Answered::written`], the
+/// request is still logged and its span exported.
+pub struct Answered {
+    ctx: RequestCtx,
+    status: u16,
+    bytes_out: u64,
+    logged: bool,
+    span: Option<ServerSpan>,
+}
+
+impl Answered {
+    /// The answer is written (or its write failed): log and count it once, and
+    /// end its server span with the `write` phase from `write_started`.
+    pub fn written(mut self, write_started: std::time::Instant) {
+        self.log(Some(write_started));
+    }
+
+    fn log_line(&mut self) {
+        if !std::mem::replace(&mut self.logged, true) {
+            self.ctx.logging(self.status, self.bytes_out);
+        }
+    }
+
+    fn log(&mut self, write_started: Option<std::time::Instant>) {
+        self.log_line();
+        match (self.span.take(), write_started) {
+            (Some(span), Some(start)) => span.written(start),
+            (Some(span), None) => span.export(),
+            (None, _) => {}
+        }
+    }
+}
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.log(None);
+    }
 }
 
 /// The 404 of a path no route serves, in the shape of the binding the path looks like: an

@@ -649,8 +649,10 @@ async fn handle_stream(
         if !body.is_end_stream() {
             // As on HTTP/1: a refusal the head alone decides is the final answer at once
             // (the client's body is then declined with RST_STREAM NO_ERROR); otherwise 100.
-            if let Some(resp) = ingress.gateway.answer_before_body(&req).await {
+            if let Some((resp, answered)) = ingress.gateway.answer_before_body(&req).await {
+                let write_started = Instant::now();
                 let _ = write_response(respond, resp, head_only).await;
+                answered.written(write_started);
                 return Ended::Done;
             }
             let mut cont = http::Response::new(());
@@ -671,15 +673,13 @@ async fn handle_stream(
     };
     drop(body);
     // Boxed as on HTTP/1: the handler's state lives only while the request is handled.
-    let (resp, span) = Box::pin(ingress.gateway.handle_traced(req)).await;
+    let (resp, answered) = Box::pin(ingress.gateway.handle_traced(req)).await;
     // The answer is made: counted whole, so the connection's next streams wait while a
     // client that does not read holds it.
     held.hold(resp.body.len(), false);
     let write_started = Instant::now();
     let _ = write_response(respond, resp, head_only).await;
-    if let Some(span) = span {
-        span.written(write_started);
-    }
+    answered.written(write_started);
     Ended::Done
 }
 

@@ -219,12 +219,16 @@ impl Conn<'_> {
                     peer_ip: self.peer,
                     version: HttpVersion::http1(head.minor),
                 };
-                if let Some(resp) = self.ingress.gateway.answer_before_body(&head_req).await {
-                    if let Ok(false) = self
+                if let Some((resp, answered)) =
+                    self.ingress.gateway.answer_before_body(&head_req).await
+                {
+                    let write_started = Instant::now();
+                    let written = self
                         .io
                         .write_response(resp, head.minor, false, false, write_cap)
-                        .await
-                    {
+                        .await;
+                    answered.written(write_started);
+                    if let Ok(false) = written {
                         self.io.linger(LINGER_TIME).await;
                     }
                     return;
@@ -265,9 +269,9 @@ impl Conn<'_> {
             // Boxed: the handler's state (about 12 KiB) lives only while a
             // request is being handled, not in every idle connection's task
             // (Pingora's own HTTP app boxed it per request as well).
-            let (resp, span) = Box::pin(self.ingress.gateway.handle_traced(req)).await;
+            let (resp, answered) = Box::pin(self.ingress.gateway.handle_traced(req)).await;
             self.ingress.h2_memory.saw_answer(resp.body.len());
-            let write_started = std::time::Instant::now();
+            let write_started = Instant::now();
             // Draining (SIGTERM, before the listeners close): no keep-alive,
             // so the client's next request opens a connection the load
             // balancer sends elsewhere.
@@ -276,9 +280,8 @@ impl Conn<'_> {
                 .io
                 .write_response(resp, minor, head_only, keep, write_cap)
                 .await;
-            if let Some(span) = span {
-                span.written(write_started);
-            }
+            // `logging` after the write, so that it does not delay the answer.
+            answered.written(write_started);
             match written {
                 Ok(true) => {}
                 Ok(false) => {

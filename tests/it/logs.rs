@@ -114,7 +114,7 @@ fn aap_log_filters_the_access_line_like_any_other_target() {
         let gw = Gateway::launch_with_env(config, state, &[], &[("AAP_LOG", filter)]);
         let r = gw.rpc(&[], &modern("tools/list", json!({})));
         assert_eq!(r.status, 200, "{}", r.text());
-        // The line is written before the answer leaves.
+        // The line follows the answer's write; `logs` waits until the log stops growing.
         let logs = gw.logs();
         assert_eq!(access_lines(&logs), expected, "AAP_LOG={filter}:\n{logs}");
     }
