@@ -323,7 +323,10 @@ impl Contract {
         };
         let started = std::time::Instant::now();
         let trace = forward.trace.as_deref();
-        let answer = self.backend.call(call).await;
+        let answer = answer_priming(self.backend.call(call), || {
+            self.schemas.prime_result(skill);
+        })
+        .await;
         if let Some(t) = trace {
             t.record(Phase::Backend, started);
         }
@@ -439,6 +442,20 @@ impl Contract {
             ?paths,
             "backend result failed its schema"
         );
+    }
+}
+
+/// Await a backend's answer, running `prime` once the call is under way: when the first poll
+/// leaves it waiting (the request is out, the answer is not in), the worker's wait is spent
+/// priming the result path (`crate::aap::prime`). An answer ready at once is not delayed.
+async fn answer_priming<F: std::future::Future>(call: F, prime: impl FnOnce()) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    match std::future::poll_fn(|cx| std::task::Poll::Ready(call.as_mut().poll(cx))).await {
+        std::task::Poll::Ready(answer) => answer,
+        std::task::Poll::Pending => {
+            prime();
+            call.await
+        }
     }
 }
 
@@ -679,6 +696,27 @@ mod tests {
 
     fn parsed(text: &str) -> Value {
         serde_json::from_str(text).unwrap()
+    }
+
+    /// A call that waits primes once, after its first poll (the request is out); a call whose
+    /// answer is ready at once is not delayed by priming.
+    #[tokio::test]
+    async fn a_waiting_call_primes_once_and_a_ready_one_not_at_all() {
+        let primed = std::cell::Cell::new(0);
+        let answer = answer_priming(std::future::ready(7), || primed.set(primed.get() + 1)).await;
+        assert_eq!((answer, primed.get()), (7, 0));
+        let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+        let waiting = async {
+            let v = rx.await.unwrap();
+            v + 1
+        };
+        let answer = answer_priming(waiting, || {
+            primed.set(primed.get() + 1);
+            // The answer arrives while priming runs: it is not lost.
+            tx.send(41).unwrap();
+        })
+        .await;
+        assert_eq!((answer, primed.get()), (42, 1));
     }
 
     #[test]

@@ -12,5 +12,6 @@ mod corpus_edits;
 pub mod cursor;
 pub mod error;
 pub mod payload;
+pub mod prime;
 pub mod schemas;
 pub mod skill;

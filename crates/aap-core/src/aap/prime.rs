@@ -1,0 +1,115 @@
+//! Priming the result path: after a quiet spell, a skill's sample answer is read and checked
+//! while the backend works on a call, so the call's own answer meets warm caches.
+//!
+//! At a dealer's sparse traffic (a few calls a second) the CPU's caches lose the reader, the
+//! compiled result schemas and their code between calls, and reading and checking a search
+//! answer then cost about three times what they cost under load: that sat on every such
+//! call's critical path. The time a call waits for its backend is idle on the gateway's side,
+//! so [`Primer`] spends it there. It runs only after [`PRIME_AFTER`] without a result check,
+//! so a busy gateway (whose caches are warm) never pays for it, and it needs no thread or
+//! timer, so an idle gateway burns nothing. `benches/load.sh`'s low-rate leg measures it
+//! (docs/performance.md).
+//!
+//! ```
+//! use aap_core::aap::{schemas::SchemaSet, skill::Skill};
+//! let schemas = SchemaSet::embedded().unwrap();
+//! // Nothing was checked yet: the first call primes, the next one within the spell does not.
+//! assert!(schemas.prime_result(Skill::InventorySearch));
+//! assert!(!schemas.prime_result(Skill::InventorySearch));
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the result check may go unused before a call primes it. Below about 500 calls a
+/// second per process every call primes; above that the caches stay warm on their own.
+pub const PRIME_AFTER: Duration = Duration::from_millis(2);
+
+/// One valid answer per skill, in [`crate::aap::skill::Skill::ALL`]'s order: members, lists
+/// and formats like a backend's real answers, so priming runs the validators those will.
+/// They are examples of the conformance corpus; a unit test holds each to its schema.
+const SAMPLES: [&str; 5] = [
+    include_str!("../../../../tests/corpus/valid/dealer-information-response/v1.1-dealer-information-response.json"),
+    include_str!("../../../../tests/corpus/valid/inventory-facets-response/v1.1-inventory-facets-response.json"),
+    include_str!("../../../../tests/corpus/valid/inventory-search-response/v1.1-inventory-search-response.adapted.json"),
+    include_str!("../../../../tests/corpus/valid/inventory-vehicle-response/v1.1-vehicle-detail-response.adapted.json"),
+    include_str!("../../../../tests/corpus/valid/lead-submit-response/v1.1-lead-submit-response.json"),
+];
+
+/// The sample answer of the skill at `index` in `Skill::ALL`.
+pub fn sample(index: usize) -> Option<&'static str> {
+    SAMPLES.get(index).copied()
+}
+
+/// When the result check last ran, to tell a quiet spell from a busy one.
+#[derive(Debug)]
+pub struct Primer {
+    epoch: Instant,
+    /// Microseconds since `epoch` of the last check noted; `u64::MAX` for never.
+    last: AtomicU64,
+}
+
+impl Default for Primer {
+    fn default() -> Self {
+        Primer {
+            epoch: Instant::now(),
+            last: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Primer {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// A result was checked now. Stored at most once a millisecond, so that workers under load
+    /// do not pass the line between their caches on every call.
+    pub fn note(&self) {
+        let now = self.now();
+        let last = self.last.load(Ordering::Relaxed);
+        if last == u64::MAX || now.saturating_sub(last) >= 1_000 {
+            self.last.store(now, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether no check ran for [`PRIME_AFTER`]; the caller primes and the spell ends.
+    pub fn quiet(&self) -> bool {
+        let now = self.now();
+        let last = self.last.load(Ordering::Relaxed);
+        let quiet = last == u64::MAX || now.saturating_sub(last) >= PRIME_AFTER.as_micros() as u64;
+        if quiet {
+            self.last.store(now, Ordering::Relaxed);
+        }
+        quiet
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aap::{schemas::SchemaSet, skill::Skill};
+    use crate::json::Doc;
+
+    #[test]
+    fn every_sample_is_a_valid_answer_of_its_skill() {
+        let schemas = SchemaSet::embedded().unwrap();
+        for skill in Skill::ALL {
+            let text = sample(skill.index()).unwrap();
+            let doc = Doc::parse(text).unwrap();
+            assert!(schemas.result_holds(skill, &doc), "{skill:?}");
+            assert_eq!(doc.type_name(), Some(skill.response_type()), "{skill:?}");
+        }
+    }
+
+    #[test]
+    fn a_check_within_the_spell_keeps_it_busy() {
+        let p = Primer::default();
+        assert!(p.quiet(), "never checked is quiet");
+        assert!(!p.quiet(), "priming itself ends the spell");
+        p.note();
+        assert!(!p.quiet());
+        std::thread::sleep(PRIME_AFTER + Duration::from_millis(1));
+        assert!(p.quiet());
+    }
+}
