@@ -68,7 +68,16 @@ class Gateway:
         return f"http://127.0.0.1:{self.port}/aap/3.0.0/{tenant}/mcp"
 
     def access_lines(self) -> list[str]:
-        return [l for l in self.log.read_text(errors="replace").splitlines() if '"target":"access"' in l]
+        # The log writer batches lines (a few ms) and a line follows its answer's write, so the
+        # log is read until it stops growing (at most 2 s) rather than once.
+        text, deadline = self.log.read_text(errors="replace"), time.monotonic() + 2
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            again = self.log.read_text(errors="replace")
+            if again == text:
+                break
+            text = again
+        return [l for l in text.splitlines() if '"target":"access"' in l]
 
 
 @pytest.fixture(scope="session")
