@@ -27,13 +27,14 @@ pub const PRIME_AFTER: Duration = Duration::from_millis(2);
 
 /// One valid answer per skill, in [`crate::aap::skill::Skill::ALL`]'s order: members, lists
 /// and formats like a backend's real answers, so priming runs the validators those will.
-/// They are examples of the conformance corpus; a unit test holds each to its schema.
+/// Copies of conformance-corpus examples kept beside this module (the container build
+/// compiles `src/` without `tests/`); a unit test holds each to its skill's schema.
 const SAMPLES: [&str; 5] = [
-    include_str!("../../../../tests/corpus/valid/dealer-information-response/v1.1-dealer-information-response.json"),
-    include_str!("../../../../tests/corpus/valid/inventory-facets-response/v1.1-inventory-facets-response.json"),
-    include_str!("../../../../tests/corpus/valid/inventory-search-response/v1.1-inventory-search-response.adapted.json"),
-    include_str!("../../../../tests/corpus/valid/inventory-vehicle-response/v1.1-vehicle-detail-response.adapted.json"),
-    include_str!("../../../../tests/corpus/valid/lead-submit-response/v1.1-lead-submit-response.json"),
+    include_str!("samples/dealer-information-response.json"),
+    include_str!("samples/inventory-facets-response.json"),
+    include_str!("samples/inventory-search-response.json"),
+    include_str!("samples/inventory-vehicle-response.json"),
+    include_str!("samples/lead-submit-response.json"),
 ];
 
 /// The sample answer of the skill at `index` in `Skill::ALL`.
