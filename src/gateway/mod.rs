@@ -193,7 +193,7 @@ impl Gateway {
     /// answer itself, [`Gateway::handle_traced`] logs after the write instead.
     pub async fn handle(&self, req: HttpRequest) -> HttpResponse {
         let (resp, answered) = self.handle_traced(req).await;
-        answered.written(std::time::Instant::now());
+        answered.unwritten();
         resp
     }
 
@@ -452,6 +452,12 @@ impl Answered {
     /// end its server span with the `write` phase from `write_started`.
     pub fn written(mut self, write_started: std::time::Instant) {
         self.log(Some(write_started));
+    }
+
+    /// No transport writes this answer (the caller keeps it): log and count it
+    /// once and export its span without a `write` phase.
+    pub fn unwritten(mut self) {
+        self.log(None);
     }
 
     fn log_line(&mut self) {
